@@ -1,0 +1,13 @@
+"""streamalloc: the helper package of the stream-ordered allocator course.
+
+Modules, each named by its job: gpu (finding the GPU, live or replay), cuda (building and running
+CUDA), measure (reading and summarizing measurements), replay (recordings), lesson (what a notebook
+calls), plots, widgets, checks (lab checks), runner (runs every notebook), cli (the command line).
+"""
+from . import cuda, gpu, measure, plots, replay
+from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, ProgramFailed, ProgramTimedOut,
+                     RecordingError, StaleRecording)
+from .lesson import Lesson, Result, start
+
+__all__ = ["start", "Lesson", "Result", "CourseError", "CompileError", "NvccNotFound", "ProgramFailed",
+           "ProgramTimedOut", "RecordingError", "MissingRecording", "StaleRecording"]

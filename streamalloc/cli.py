@@ -1,0 +1,48 @@
+"""The command line: `python -m streamalloc info | run | record`."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import gpu, replay, runner
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m streamalloc", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="show this machine and whether the course runs live or replays")
+    r = sub.add_parser("run", help="run every notebook headless (papermill) and print a summary")
+    r.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/, solutions/, labs/)")
+    r.add_argument("--kernel", default="python3")
+    r.add_argument("--no-progress", action="store_true")
+    rec = sub.add_parser("record", help="on a GPU: run notebooks and solutions live and write recordings/")
+    rec.add_argument("paths", nargs="*")
+    rec.add_argument("--kernel", default="python3")
+    a = p.parse_args(argv)
+
+    if a.command == "info":
+        m = gpu.probe()
+        print(json.dumps(m.to_dict(), indent=1))
+        print(gpu.decide(m))
+        print("recordings:", ", ".join(replay.available()) or "none")
+        return 0
+    if a.command == "run":
+        rows = runner.run(a.paths, kernel=a.kernel, progress=not a.no_progress)
+        return 0 if all(r["result"] == "passed" for r in rows) else 1
+    if a.command == "record":
+        mode = gpu.decide(gpu.probe())
+        if not mode.live:
+            print(f"The recorder needs a GPU with memory pools, and {mode.reason}.", file=sys.stderr)
+            return 2
+        os.environ["STREAMALLOC_RECORD"] = "1"
+        paths = a.paths or [str(runner.REPO / "notebooks"), str(runner.REPO / "solutions")]
+        rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel)
+        print(f"recordings written under {replay.root()}")
+        return 0 if all(r["result"] == "passed" for r in rows) else 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Building and running CUDA: nvcc with a content-keyed cache, programs in a subprocess with a timeout.
+
+Arguments are always a list (never a shell string). Failures raise a CourseError whose message
+names the problem: a compile error with nvcc's file:line, a crash with the program's stderr, a
+hang killed at the timeout, no nvcc with how to get it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from . import gpu
+from .errors import CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
+
+INCLUDE = Path(__file__).parent / "include"  # course.cuh: the CHECK macro every program uses
+BASE_FLAGS = ["-O2", "-std=c++17", "-lineinfo"]
+
+NVCC_HELP = (
+    "nvcc, the CUDA compiler, was not found on the PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin. "
+    "Get it with one of: the CUDA Toolkit (https://developer.nvidia.com/cuda-downloads); "
+    "`conda install -c conda-forge cuda-nvcc cuda-cudart-dev`; "
+    "`pip install nvidia-cuda-nvcc-cu12` and put its bin folder on the PATH. "
+    "On Colab, choose a GPU runtime: nvcc is in /usr/local/cuda/bin."
+)
+
+
+def headers_text() -> str:
+    return "".join(p.read_text() for p in sorted(INCLUDE.glob("*.cuh")))
+
+
+def arch_flags(compute_capability: str | None, live: bool) -> list[str]:
+    """Build for the GPU that is here (-arch=native); in replay, for the recorded GPU's architecture."""
+    if live:
+        return ["-arch=native"]
+    if compute_capability:
+        return [f"-arch=sm_{compute_capability.replace('.', '')}"]
+    return []
+
+
+def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[str] | tuple = (),
+          out_dir: str | os.PathLike | None = None, timeout: float = 300) -> Path:
+    """Compile one .cu file to an executable; a second call with the same content and flags reuses it."""
+    nvcc = gpu.nvcc_path()
+    if nvcc is None:
+        raise NvccNotFound(NVCC_HELP)
+    source = Path(source)
+    if not source.is_file():
+        raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
+    cmd_flags = [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
+    digest = hashlib.sha256("\0".join([source.read_text(), headers_text(), *cmd_flags]).encode()).hexdigest()[:16]
+    out_dir = Path(out_dir) if out_dir else source.parent / "bin"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    exe = out_dir / f"{source.stem}-{digest}"
+    if exe.is_file():
+        return exe
+    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+    cmd = [nvcc, *cmd_flags, "-o", str(tmp), str(source)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"nvcc took longer than {timeout:.0f} s to compile {source.name}", "", None) from None
+    log = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise compile_error(source, log)
+    tmp.replace(exe)
+    return exe
+
+
+_NVCC_ERROR = re.compile(r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$", re.M)
+_GCC_ERROR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$", re.M)
+
+
+def compile_error(source: Path, log: str) -> CompileError:
+    m = _NVCC_ERROR.search(log) or _GCC_ERROR.search(log)
+    if m:
+        location = f"{Path(m['file']).name}:{m['line']}"
+        message = f"{source.name} does not compile: {location}: {m['msg'].strip()}"
+    else:
+        location = None
+        message = f"{source.name} does not compile"
+    lines = log.splitlines()
+    shown = "\n".join(lines[:30]) + ("\n..." if len(lines) > 30 else "")
+    return CompileError(f"{message}\n\nnvcc said:\n{shown}", log, location)
+
+
+@dataclasses.dataclass
+class Completed:
+    args: list[str]
+    stdout: str
+    stderr: str
+    returncode: int
+    seconds: float
+
+
+def _tail(text: str, n: int = 20) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[-n:]) if lines else "(nothing)"
+
+
+def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None) -> Completed:
+    """Run a program with a list of arguments; raise if it crashes, exits non-zero or runs past the timeout."""
+    if isinstance(args, (str, bytes)):
+        raise TypeError("pass the program's arguments as a list, not as one string")
+    argv = [str(exe), *map(str, args)]
+    name = Path(exe).name.rsplit("-", 1)[0]
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            start_new_session=True)  # its own process group, so a hang is killed whole
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        stdout, stderr = proc.communicate()
+        raise ProgramTimedOut(
+            f"{name} ran longer than its {timeout:g} s timeout and was killed; it may be hung "
+            f"(waiting on a stream or event that never completes, or in an endless loop).\n"
+            f"Its last output:\n{_tail(stdout + stderr)}", stdout, stderr) from None
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        if proc.returncode < 0:
+            try:
+                how = f"was killed by signal {signal.Signals(-proc.returncode).name}"
+            except ValueError:
+                how = f"was killed by signal {-proc.returncode}"
+            how += " (it crashed)"
+        else:
+            how = f"exited with status {proc.returncode}"
+        raise ProgramFailed(f"{name} {how}.\nIts stderr:\n{_tail(stderr)}", proc.returncode, stdout, stderr)
+    return Completed(argv[1:], stdout, stderr, proc.returncode, seconds)
