@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from streamalloc import gpu, replay
+from streamalloc import gpu, replay, runner
 
 _machine = gpu.probe()
 MODE = gpu.decide(_machine)
@@ -34,12 +34,7 @@ def pytest_runtest_makereport(item, call):
     cell = getattr(item, "cell", None)
     if cell is None or call.when != "call" or report.outcome != "passed":
         return
-    if "raises-exception" not in cell.get("metadata", {}).get("tags", []):
-        return
-    errors = [o for o in getattr(item, "test_outputs", []) if o.get("output_type") == "error"]
-    expected = cell.get("metadata", {}).get("expected_exception")
-    if not errors:
-        report.outcome, report.longrepr = "failed", "the cell is tagged raises-exception but raised nothing"
-    elif expected and errors[0].get("ename") != expected:
-        report.outcome = "failed"
-        report.longrepr = f"the cell should raise {expected}, but raised {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    if "raises-exception" in cell.get("metadata", {}).get("tags", []):
+        problem = runner.cell_problem(cell, getattr(item, "test_outputs", []))
+        if problem:
+            report.outcome, report.longrepr = "failed", problem

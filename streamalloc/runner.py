@@ -35,6 +35,36 @@ def _first_error(exc: Exception) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
+def cell_problem(cell, outputs) -> str | None:
+    """What is wrong with one executed code cell: an unexpected error, or no error where one is expected.
+
+    A cell tagged `raises-exception` must raise; if its metadata names `expected_exception`, that class.
+    """
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    meta = cell.get("metadata", {})
+    if "raises-exception" not in meta.get("tags", []):
+        return f"{errors[0]['ename']}: {errors[0]['evalue']}" if errors else None
+    if not errors:
+        return "the cell is tagged raises-exception but raised nothing"
+    expected = meta.get("expected_exception")
+    if expected and errors[0].get("ename") != expected:
+        return f"the cell should raise {expected}, but raised {errors[0]['ename']}: {errors[0]['evalue']}"
+    return None
+
+
+def notebook_problem(path: Path) -> str:
+    """The first problem in an executed notebook, or ''."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.get("execution_count") is not None:
+            problem = cell_problem(cell, cell.get("outputs", []))
+            if problem:
+                return f"cell {i}: {problem}"[:300]
+    return ""
+
+
 def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress: bool = True,
         extra_env: dict | None = None) -> list[dict]:
     import papermill
@@ -56,8 +86,11 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
         try:
             papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
                                        progress_bar=progress, log_output=False)
-        except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
+        except papermill.PapermillExecutionError:
+            pass  # papermill also counts the errors that raises-exception cells expect: judged below
+        except Exception as e:  # the kernel died, or the notebook could not be read or written
             error = _first_error(e)
+        error = error or notebook_problem(out)
         rows.append({"notebook": str(rel), "mode": mode.name, "result": "failed" if error else "passed",
                      "seconds": round(time.perf_counter() - t0, 1), "error": error})
         print(f"    {rows[-1]['result']} in {rows[-1]['seconds']} s{(': ' + error) if error else ''}", flush=True)
