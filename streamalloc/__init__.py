@@ -4,7 +4,7 @@ Modules, each named by its job: gpu (finding the GPU, live or replay), cuda (bui
 CUDA), measure (reading and summarizing measurements), replay (recordings), lesson (what a notebook
 calls), plots, widgets, checks (lab checks), runner (runs every notebook), cli (the command line).
 """
-from . import cuda, gpu, measure, plots, replay
+from . import checks, cuda, gpu, measure, plots, replay
 from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, ProgramFailed, ProgramTimedOut,
                      RecordingError, StaleRecording)
 from .lesson import Lesson, Result, start

@@ -66,10 +66,11 @@ def notebook_problem(path: Path) -> str:
 
 
 def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress: bool = True,
-        extra_env: dict | None = None) -> list[dict]:
+        extra_env: dict | None = None, cell_timeout: int | None = None) -> list[dict]:
     import papermill
 
     out_dir = Path(out_dir or REPO / "build" / "executed")
+    cell_timeout = cell_timeout or int(os.environ.get("STREAMALLOC_CELL_TIMEOUT", 900))  # a hung cell fails
     mode = gpu.decide(gpu.probe())
     os.environ["STREAMALLOC_MODE"] = mode.name  # the kernels inherit the decision
     os.environ.update(extra_env or {})
@@ -85,7 +86,7 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
         error = ""
         try:
             papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
-                                       progress_bar=progress, log_output=False)
+                                       progress_bar=progress, log_output=False, execution_timeout=cell_timeout)
         except papermill.PapermillExecutionError:
             pass  # papermill also counts the errors that raises-exception cells expect: judged below
         except Exception as e:  # the kernel died, or the notebook could not be read or written
