@@ -99,17 +99,26 @@ class Completed:
     seconds: float
 
 
+def program_name(exe: str | os.PathLike) -> str:
+    """A built program's name without the content hash that build() appends ("race-3f2a..." is "race")."""
+    return re.sub(r"-[0-9a-f]{16}$", "", Path(exe).name)
+
+
 def _tail(text: str, n: int = 20) -> str:
     lines = text.strip().splitlines()
     return "\n".join(lines[-n:]) if lines else "(nothing)"
 
 
-def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None) -> Completed:
-    """Run a program with a list of arguments; raise if it crashes, exits non-zero or runs past the timeout."""
+def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,
+        name: str | None = None) -> Completed:
+    """Run a program with a list of arguments; raise if it crashes, exits non-zero or runs past the timeout.
+
+    `name` is what the messages call it (by default the built program's name, without its content hash).
+    """
     if isinstance(args, (str, bytes)):
         raise TypeError("pass the program's arguments as a list, not as one string")
     argv = [str(exe), *map(str, args)]
-    name = Path(exe).name.rsplit("-", 1)[0]
+    name = name or program_name(exe)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
                             start_new_session=True)  # its own process group, so a hang is killed whole

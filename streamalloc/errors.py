@@ -9,6 +9,10 @@ class NvccNotFound(CourseError):
     pass
 
 
+class SanitizerNotFound(CourseError):
+    """compute-sanitizer is not installed where the course looks; the message says how to get it."""
+
+
 class CompileError(CourseError):
     def __init__(self, message: str, log: str, location: str | None):
         super().__init__(message)

@@ -92,7 +92,8 @@ class Lesson:
             return None
         return cuda.build(self.source(file), flags=list(flags), arch=arch)
 
-    def _key_source(self, path: Path, flags) -> str:
+    def key_source(self, path: Path, flags=()) -> str:
+        """What a recording of this program is keyed by (with its arguments): source, course header, flags."""
         return path.read_text() + cuda.headers_text() + "\n// flags: " + " ".join(flags)
 
     def run(self, file, args=(), timeout: float = 120, flags=(), name: str | None = None) -> Result:
@@ -101,7 +102,7 @@ class Lesson:
         args = [str(a) for a in args]
         name = name or path.stem
         exe = self.compile(path, flags)
-        key_source = self._key_source(path, flags)
+        key_source = self.key_source(path, flags)
         if not self.live:
             return self._replayed(name, key_source, args)
         done = cuda.run(exe, args, timeout=timeout)
@@ -127,7 +128,7 @@ class Lesson:
             return None
         path = self.source(file)
         try:
-            return self._replayed(name or path.stem, self._key_source(path, flags), [str(a) for a in args])
+            return self._replayed(name or path.stem, self.key_source(path, flags), [str(a) for a in args])
         except RecordingError:
             return None
 

@@ -1,0 +1,207 @@
+"""Running compute-sanitizer and reading its report.
+
+    where = sa.sanitizer.find()                            # its path, or None (sa.sanitizer.INSTALL says how to get it)
+    res = sa.sanitizer.measure(lesson, "race.cu", args)    # live: runs it; replay: the recorded report
+    report = sa.sanitizer.parse(res.data)
+    report.errors, report.kind, report.location, report.function, report.shortened()
+
+The sanitizer runs a lesson's built program in a subprocess with a timeout (streamalloc.cuda.run). A
+non-zero exit status (its --error-exitcode, or the program failing under it) is an answer, not an error:
+the report is kept. What it printed is recorded like any measurement, so replay shows the report made on
+a GPU, and the parsing here reads it again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import cuda, gpu
+from .errors import ProgramFailed, SanitizerNotFound
+from .measure import Records
+from .measure import parse as parse_records
+
+# memcheck with the lifetime tracking of stream-ordered allocations: an access before the allocation or
+# after the free, in stream order, is an error whatever the timing.
+STREAM_ORDER_RACES = ("--tool", "memcheck", "--track-stream-ordered-races", "all")
+
+INSTALL = (
+    "compute-sanitizer was not found: looked on the PATH, in $CUDA_HOME/bin, in /usr/local/cuda/bin, next to "
+    "nvcc and in pip's nvidia packages. It comes with the CUDA Toolkit, in its bin folder "
+    "(https://developer.nvidia.com/cuda-downloads); or `conda install -c conda-forge cuda-sanitizer-api`; or "
+    "`pip install nvidia-cuda-sanitizer-api` (CUDA 13; nvidia-cuda-sanitizer-api-cu12 for CUDA 12), then put "
+    "its compute-sanitizer on the PATH"
+)
+LINE = "========="  # memcheck starts every line of its report with this
+KEEP = 60_000  # characters of output kept in a recording: the head (the first errors) and the tail (the summary)
+
+
+def _candidates():
+    yield shutil.which("compute-sanitizer")
+    if os.environ.get("CUDA_HOME"):
+        yield os.path.join(os.environ["CUDA_HOME"], "bin", "compute-sanitizer")
+    yield "/usr/local/cuda/bin/compute-sanitizer"
+    nvcc = gpu.nvcc_path()
+    if nvcc:
+        yield str(Path(nvcc).resolve().parent / "compute-sanitizer")
+    for site in map(Path, sys.path):
+        if (site / "nvidia").is_dir():
+            yield from map(str, sorted((site / "nvidia").glob("**/compute-sanitizer")))
+
+
+def find() -> str | None:
+    """compute-sanitizer on the PATH, in $CUDA_HOME/bin, in /usr/local/cuda/bin, next to nvcc or from pip; or None."""
+    return next((c for c in _candidates() if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+def require() -> str:
+    """The sanitizer's path, or SanitizerNotFound with what to install."""
+    path = find()
+    if path is None:
+        raise SanitizerNotFound(INSTALL)
+    return path
+
+
+def version(path: str) -> str:
+    """The last line of `compute-sanitizer --version` (e.g. "Version 2025.3.1.0 ..."), or "?"."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return (out.strip().splitlines() or ["?"])[-1]
+
+
+def _clip(text: str) -> str:
+    if len(text) <= KEEP:
+        return text
+    return text[:KEEP * 2 // 3] + f"\n... ({len(text) - KEEP} characters left out) ...\n" + text[-KEEP // 3:]
+
+
+def run(exe, args=(), tool_args=STREAM_ORDER_RACES, timeout: float = 300) -> dict:
+    """Run a built program under compute-sanitizer; what it printed, its exit status and the command, JSON-able.
+
+    Raises SanitizerNotFound, or ProgramTimedOut when it runs past the timeout (killed with its children).
+    """
+    sanitizer = require()
+    args, tool_args = [str(a) for a in args], [str(a) for a in tool_args]
+    t0 = time.perf_counter()
+    try:
+        done = cuda.run(sanitizer, [*tool_args, str(exe), *args], timeout=timeout, name="compute-sanitizer")
+        stdout, stderr, status = done.stdout, done.stderr, 0
+    except ProgramFailed as e:  # its --error-exitcode, or the program failed under it: the report says which
+        stdout, stderr, status = e.stdout, e.stderr, e.returncode
+    output = stdout if not stderr else stdout.rstrip("\n") + "\n" + stderr
+    return {"command": " ".join(["compute-sanitizer", *tool_args, cuda.program_name(exe), *args]),
+            "version": version(sanitizer), "returncode": status, "seconds": time.perf_counter() - t0,
+            "output": _clip(output)}
+
+
+def measure(lesson, file, args=(), tool_args=STREAM_ORDER_RACES, name: str = "sanitizer", timeout: float = 300,
+            flags=()):
+    """A lesson's program under compute-sanitizer: run live (and recorded), or the recording replayed.
+
+    The Result's data is what run() returns. The recording's key is the program's source (with the course
+    header and the build flags) and both argument lists. Live without a sanitizer: SanitizerNotFound.
+    """
+    if lesson.live:
+        require()
+    source = lesson.key_source(lesson.source(file), flags)
+
+    def under_sanitizer(args, tool_args):
+        return run(lesson.compile(file, flags), args, tool_args, timeout)
+
+    params = {"args": [str(a) for a in args], "tool_args": [str(a) for a in tool_args]}
+    return lesson.measure(name, under_sanitizer, params=params, source=source)
+
+
+# -- reading the report ---------------------------------------------------------------------------------
+NOT_ERRORS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "LEAK SUMMARY", "Target application returned", "Warning",
+              "Note", "Error: Target application")
+
+
+def error_blocks(text: str) -> list[list[str]]:
+    """The report's errors: each a header line (one space after =========) with its indented lines."""
+    blocks, current = [], None
+    for line in text.splitlines():
+        if not line.startswith(LINE):
+            continue
+        line = line.rstrip()
+        body = line[len(LINE):]
+        if body.startswith(" ") and body[1:2].strip():  # a header
+            current = None if body.strip().startswith(NOT_ERRORS) else [line]
+            if current:
+                blocks.append(current)
+        elif current is not None and body.strip():
+            current.append(line)
+    return blocks
+
+
+@dataclasses.dataclass
+class Report:
+    """What compute-sanitizer said about one run."""
+
+    output: str
+    returncode: int | None = None
+    command: str = ""
+    version: str = ""
+    errors: int | None = None  # from "ERROR SUMMARY: N errors"; None if it printed no summary
+    summary: str | None = None  # that line, as printed
+    blocks: list = dataclasses.field(default_factory=list)  # every error, as error_blocks() gives them
+    kind: str | None = None  # the first error's header ("Invalid __global__ read of size 4 bytes", ...)
+    location: str | None = None  # its "file.cu:line", if the report gives one
+    function: str | None = None  # the kernel or function it names, if any
+    address: str | None = None  # its "Address ..." line, if any
+
+    def first_error(self, limit: int | None = None) -> str:
+        """The first error's lines, at most `limit` of them ('' if there is none)."""
+        first = self.blocks[0] if self.blocks else []
+        if limit is not None and len(first) > limit:
+            first = first[:limit] + [f"{LINE} ..."]
+        return "\n".join(first)
+
+    def shortened(self, limit: int = 14) -> str:
+        """The first error (at most `limit` lines) and the summary line: what to show a reader."""
+        return "\n".join(p for p in (self.first_error(limit), self.summary) if p)
+
+    def headline(self) -> str:
+        """The first error in one line, with where it happened as far as the report says."""
+        where = (f" at {self.location}" if self.location else "") + (f" in {self.function}" if self.function else "")
+        return (self.kind or "no error block in the report") + where
+
+    def tail(self, n: int = 8) -> str:
+        return "\n".join(self.output.strip().splitlines()[-n:])
+
+    @property
+    def records(self) -> Records:
+        """The JSON lines the program itself printed under the sanitizer."""
+        return parse_records(self.output)
+
+
+def parse(run_or_output) -> Report:
+    """Read a report: from what run() returns (or its recording), or from the sanitizer's output text."""
+    data = run_or_output if isinstance(run_or_output, dict) else {"output": run_or_output}
+    text = data["output"]
+    m = re.search(rf"^{LINE} ERROR SUMMARY: (\d+) errors?.*$", text, re.M)
+    report = Report(text, data.get("returncode"), data.get("command", ""), data.get("version", ""),
+                    int(m[1]) if m else None, m[0].rstrip() if m else None, error_blocks(text))
+    if not report.blocks:
+        return report
+    first = report.blocks[0]
+    report.kind = first[0][len(LINE):].strip()
+    for line in first[1:]:
+        t = line[len(LINE):].strip()
+        if t.startswith("at ") and report.function is None:
+            loc = re.search(r" in ([^\s:]+):(\d+)(?::(.+))?$", t)
+            if loc:
+                report.location = f"{Path(loc[1]).name}:{loc[2]}"
+                report.function = loc[3] or re.sub(r"\+0x[0-9a-fA-F]+$", "", t[3:t.rfind(" in ")]).strip()
+            else:
+                report.function = re.sub(r"\+0x[0-9a-fA-F]+$", "", t[3:]).strip()
+        elif t.startswith("Address") and report.address is None:
+            report.address = t
+    return report

@@ -1,0 +1,211 @@
+"""Widgets: sliders over a recorded grid of settings, the same in live and in replay.
+
+A lesson measures a grid of settings once with `lesson.measure` (live: now; replay: the recording comes
+back), and an Explorer lets the learner move over it: one control per setting, and an Output that shows
+the lesson's plot for the chosen one.
+
+    explorer = sa.widgets.Explorer(
+        grid,                                      # lesson.measure's Result, or a dict {setting: data}
+        plot_script,                               # plot(*setting, data=..., label=...) -> a figure
+        {"threshold": [("0", 0), ("64 MiB", 64 << 20)],   # a slider over (label, value) pairs or values
+         "trim to 0 at the end": [False, True]},           # [False, True]: a checkbox
+        default=(0, True),
+        key=lambda t, trim: f"{t}|{int(trim)}",    # setting -> the grid's key (JSON keys are strings)
+        run=script, live=lesson.live, run_label=lesson.label)  # live: "run it now on this GPU"
+    explorer                                       # the last line of a cell shows it
+
+The explorer draws the default setting when it is made (so a setting missing from the grid, or a plot
+that fails, raises in the cell), and its display carries that drawing as a plain image beside the
+widget: a widget frontend shows the controls, while nbval, papermill, nbconvert and a notebook opened
+without its kernel show the image. Without ipywidgets it is only that image, with a note.
+
+Importing this module is cheap: ipywidgets is imported when an explorer is made, not here.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import inspect
+import io
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+RUN_NOW = "run it now on this GPU"
+RUN_NOW_OFF = "run it now (needs a GPU)"
+
+
+def _ipywidgets():
+    """The ipywidgets module, or None where it is not installed."""
+    try:
+        import ipywidgets
+    except ImportError:
+        return None
+    return ipywidgets
+
+
+def _ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _options(spec) -> list[tuple[str, object]]:
+    """A control's options as (label, value) pairs: values alone are labelled with str(value)."""
+    pairs = [o if isinstance(o, tuple) and len(o) == 2 else (str(o), o) for o in spec]
+    if not pairs:
+        raise ValueError("a control needs at least one option")
+    return pairs
+
+
+def _is_switch(pairs) -> bool:
+    return all(isinstance(v, bool) for _, v in pairs)
+
+
+def render(fig: Figure) -> dict:
+    """A figure as the display_data output a notebook stores: as the inline backend shows it, else a PNG."""
+    ip = _ipython()
+    if ip is not None and getattr(ip, "display_formatter", None) is not None:
+        data, metadata = ip.display_formatter.format(fig)
+        if "image/png" in data:
+            png = data["image/png"]
+            data = {**data, "image/png": base64.b64encode(png).decode("ascii") if isinstance(png, bytes) else png}
+            return {"output_type": "display_data", "data": data, "metadata": metadata}
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)}}
+
+
+def _stream(name: str, text: str) -> dict:
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+class Explorer:
+    """Controls over a grid of settings and an Output that shows plot(*setting) for the chosen one.
+
+    grid: {key(*setting): data}, or a lesson Result whose .data is that dict (its .label is then the
+        default label). controls: {description: options}, in the order of plot's arguments; options are
+        values or (label, value) pairs; a control whose values are all bools is a checkbox.
+    plot(*setting, data=..., label=...) draws one setting and returns its figure (or leaves it current).
+    run(*setting) -> data measures one setting now: offered as a checkbox, enabled only when live.
+    """
+
+    def __init__(self, grid, plot: Callable, controls: Mapping[str, Sequence], *, default: Sequence | None = None,
+                 key: Callable | None = None, label: str | None = None, run: Callable | None = None,
+                 live: bool = False, run_label: str = "live"):
+        self.grid = grid.data if hasattr(grid, "data") else grid
+        self.label = label if label is not None else getattr(grid, "label", "")
+        self.plot, self.key, self.run, self.live, self.run_label = plot, key, run, live, run_label
+        self.options = {name: _options(spec) for name, spec in controls.items()}
+        self.default = tuple(default) if default is not None else tuple(p[0][1] for p in self.options.values())
+        if len(self.default) != len(self.options):
+            raise ValueError(f"default {self.default} names {len(self.default)} values for {len(self.options)} controls")
+        for (name, pairs), value in zip(self.options.items(), self.default):
+            if value not in [v for _, v in pairs]:
+                raise ValueError(f"the default {name} {value!r} is not one of its options")
+
+        self.controls, self.now, self.output, self.box = {}, None, None, None
+        self.draws = 0  # how many times plot was called: a test's hook
+        self._widgets = _ipywidgets()
+        if self._widgets is not None:
+            self._build(self._widgets)
+        self.shown = self.draw(self.default)  # the default, once: raises here if it cannot be drawn
+        if self.output is not None:
+            self.output.outputs = (self.shown,)
+        else:
+            print(f"ipywidgets is not installed: below is the default setting; {self._call_hint()} for another one")
+
+    # -- the widgets -----------------------------------------------------------------------
+    def _build(self, w):
+        for (name, pairs), value in zip(self.options.items(), self.default):
+            if _is_switch(pairs):
+                self.controls[name] = w.Checkbox(value=value, description=name)
+            else:
+                self.controls[name] = w.SelectionSlider(options=pairs, value=value, description=name,
+                                                        continuous_update=False)
+        if self.run is not None:
+            self.now = w.Checkbox(value=False, disabled=not self.live, description=RUN_NOW if self.live else RUN_NOW_OFF)
+        self.output = w.Output()
+        sliders = [c for c in self.controls.values() if not isinstance(c, w.Checkbox)]
+        switches = [c for c in self.controls.values() if isinstance(c, w.Checkbox)] + ([self.now] if self.now else [])
+        rows = [w.HBox(row) for row in (sliders, switches) if row]
+        self.box = w.VBox(rows + [self.output])
+        for c in list(self.controls.values()) + ([self.now] if self.now else []):
+            c.observe(self.redraw, names="value")
+
+    @property
+    def setting(self) -> tuple:
+        """The chosen values, in the order of the controls (the default where there are no widgets)."""
+        if not self.controls:
+            return self.default
+        return tuple(c.value for c in self.controls.values())
+
+    # -- drawing ---------------------------------------------------------------------------
+    def data(self, setting: Sequence) -> tuple[object, str]:
+        """The data and label for one setting: measured now (live, box ticked) or from the grid."""
+        if self.now is not None and self.now.value and self.live:
+            return self.run(*setting), self.run_label
+        k = self.key(*setting) if self.key else tuple(setting)
+        if k not in self.grid:
+            described = ", ".join(f"{n} {v!r}" for n, v in zip(self.options, setting))
+            raise LookupError(f"the recorded grid holds nothing for {described} (key {k!r})")
+        return self.grid[k], self.label
+
+    def draw(self, setting: Sequence) -> dict:
+        """Plot one setting and return the figure as a display_data output; the figure is closed."""
+        before = set(plt.get_fignums())
+        data, label = self.data(setting)
+        self.draws += 1
+        try:
+            result = self.plot(*setting, data=data, label=label)
+            fig = result if isinstance(result, Figure) else getattr(result, "figure", None)
+            new = [n for n in plt.get_fignums() if n not in before]
+            if not isinstance(fig, Figure):
+                if not new:
+                    raise ValueError(f"{getattr(self.plot, '__name__', 'plot')} drew no figure")
+                fig = plt.figure(new[-1])
+            return render(fig)
+        finally:
+            for n in set(plt.get_fignums()) - before:  # never left for the inline backend to show again
+                plt.close(n)
+
+    def redraw(self, *_):
+        """Show the chosen setting in the Output; what the plot printed, or its error, shows there too."""
+        text = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+                shown = self.draw(self.setting)
+        except Exception:
+            outputs = [_stream("stdout", text.getvalue())] if text.getvalue() else []
+            self.output.outputs = tuple(outputs + [_stream("stderr", traceback.format_exc())])
+            return
+        self.shown = shown
+        self.output.outputs = tuple(([_stream("stdout", text.getvalue())] if text.getvalue() else []) + [shown])
+
+    # -- display ---------------------------------------------------------------------------
+    def _call_hint(self) -> str:
+        """'call plot_script(threshold, size_mib, trim)': how to draw another setting by hand."""
+        try:
+            names = list(inspect.signature(self.plot).parameters)[:len(self.options)]
+        except (TypeError, ValueError):
+            names = ["..."]
+        return f"call {getattr(self.plot, '__name__', 'the plot function')}({', '.join(names)})"
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        image, metadata = self.shown["data"], self.shown["metadata"]
+        if self.box is None:
+            return image, metadata
+        bundle = self.box._repr_mimebundle_()  # a widget frontend shows the controls ...
+        bundle.update({k: v for k, v in image.items() if k != "text/plain"})  # ... others the image
+        return bundle, metadata
+
+    def show(self):
+        """Display the explorer (the same as leaving it as the last line of a cell)."""
+        from IPython.display import display
+
+        display(self)

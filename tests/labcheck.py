@@ -1,0 +1,165 @@
+"""Running a lab's check cell on a given answer, for the tests of tests/test_lab*.py.
+
+    lab = Lab("lab1_stream_ordered", "pipeline.cu")
+    check = lab.check("solution")                      # solutions/lab1_stream_ordered.ipynb as it is
+    check = lab.check("lab")                           # labs/lab1_stream_ordered.ipynb: the stubs
+    check = lab.check("cudaFree left in the loop",     # the solution with a wrong answer in its regions
+                      lambda cu: regions(cu, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFree(buf));"]))
+    check.ename, check.evalue, check.printed           # the check's error (None if it passed) and what it printed
+    lab.passes("solution"); lab.rejected(case, edit, *words)   # the same, with the usual assertions
+
+Only the notebook's set-up cell, its %%writefile cells and its check cell run, in a Jupyter kernel in the
+notebook's folder, in this session's mode (STREAMALLOC_MODE, which conftest.py sets from the machine: live
+on a GPU, replay elsewhere). Every run also writes what the check printed and showed, and its error, to
+build/lab_checks/<notebook>-<case>.txt, so that a run on a GPU leaves a record of each check's words.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "lab_checks"
+CELL_TIMEOUT = 600  # s; live, a check builds, runs and may run compute-sanitizer
+REGION = re.compile(r"^(?P<indent>[ \t]*)// BEGIN SOLUTION[^\n]*\n(?P<body>.*?)^[ \t]*// END SOLUTION[ \t]*\n",
+                    re.S | re.M)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "case"
+
+
+def regions(text: str, bodies) -> str:
+    """`text` with its CUDA solution regions replaced, markers and all.
+
+    `bodies` is a list (every region, in order) or a dict {index: body} (the other regions stay solved).
+    A body is written without indentation: each of its lines gets the indentation of its region's marker.
+    """
+    bodies = dict(enumerate(bodies)) if isinstance(bodies, (list, tuple)) else bodies
+    count = 0
+
+    def swap(m):
+        nonlocal count
+        k, count = count, count + 1
+        if k not in bodies:
+            return m.group(0)
+        return "".join(f"{m['indent']}{line}\n" if line else "\n" for line in bodies[k].splitlines())
+
+    out = REGION.sub(swap, text)
+    assert max(bodies, default=-1) < count, f"there are only {count} solution regions"
+    return out
+
+
+def in_function(text: str, function: str, old: str, new: str) -> str:
+    """Replace `old` by `new` once, in the definition of `function` and after it only."""
+    start = text.index(f"void {function}(")
+    assert old in text[start:], old
+    return text[:start] + text[start:].replace(old, new, 1)
+
+
+@dataclasses.dataclass
+class Check:
+    ename: str | None  # the check's error ("LabIncomplete"), None if it passed
+    evalue: str  # its message
+    printed: str  # what the check printed (the report)
+
+
+@dataclasses.dataclass
+class Lab:
+    name: str  # "lab1_stream_ordered"
+    file: str  # the CUDA file whose %%writefile cell the wrong answers edit
+
+    @property
+    def solution(self) -> Path:
+        return ROOT / "solutions" / f"{self.name}.ipynb"
+
+    @property
+    def lab(self) -> Path:
+        return ROOT / "labs" / f"{self.name}.ipynb"
+
+    def check(self, case: str, edit=None) -> Check:
+        """Run the check on the lab (case "lab"), the solution ("solution"), or the solution with `edit`
+        applied to the CUDA of self.file (case: the wrong answer, in a few words)."""
+        notebook = self.lab if case == "lab" else self.solution
+        if not notebook.exists():
+            pytest.skip(f"{notebook.relative_to(ROOT)} does not exist (labs/ is made by tools/make_labs.py)")
+        return run_check(notebook, case, self.file, edit)
+
+    def passes(self, case: str = "solution", edit=None) -> Check:
+        """The check must pass (in replay, what cannot be checked there is said, not failed)."""
+        check = self.check(case, edit)
+        assert check.ename is None, f"{case}: {check.ename}: {check.evalue}\n{check.printed}"
+        assert "All checks passed" in check.printed, check.printed
+        return check
+
+    def rejected(self, case: str, edit, *words: str, built: bool = False) -> Check:
+        """The check must raise LabIncomplete with every one of `words` in its message; the answer must compile
+        (with built=True, the check must also have said "it compiles": nvcc was there to build it)."""
+        check = self.check(case, edit)
+        assert check.ename == "LabIncomplete", f"{case}: not rejected: {check.ename}: {check.evalue}\n{check.printed}"
+        assert "does not compile" not in check.evalue, f"{case}: a wrong answer of these tests must compile"
+        for w in words:
+            assert w in check.evalue, f"{case}: {w!r} is not in the check's message: {check.evalue}"
+        assert not built or "it compiles" in check.printed, check.printed
+        return check
+
+
+def _cells(notebook: Path, file: str, edit):
+    nb = nbformat.read(str(notebook), as_version=4)
+    keep, edited = [], False
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        first, _, body = cell.source.partition("\n")
+        if first.startswith("%%writefile"):
+            if edit and first.endswith("/" + file):
+                new = edit(body)
+                assert new != body, f"the edit leaves {file} as it was"
+                cell.source, edited = first + "\n" + new, True
+            keep.append(cell)
+        elif "sa.start(" in cell.source or "check" in cell.metadata.get("tags", []):
+            keep.append(cell)
+    assert edited or not edit, f"{notebook.name} has no %%writefile cell for {file}"
+    nb.cells = keep
+    return nb
+
+
+def run_check(notebook: Path, case: str, file: str, edit=None) -> Check:
+    """Run the set-up, %%writefile and check cells; the check's outcome. A failure before the check fails the test."""
+    nb = _cells(notebook, file, edit)
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT, allow_errors=True,
+                                     resources={"metadata": {"path": str(notebook.parent)}})
+    try:
+        client.execute()
+    except nbclient.exceptions.NoSuchKernel:
+        pytest.skip("no python3 Jupyter kernel")
+    *before, check = nb.cells
+    assert "check" in check.metadata.get("tags", []), f"{notebook.name}: its last code cell is not the check"
+    for cell in before:
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"a cell before the check failed: {errors[0].ename}: {errors[0].evalue}"
+    printed = "".join(o.get("text", "") for o in check.outputs if o.output_type == "stream")
+    errors = [o for o in check.outputs if o.output_type == "error"]
+    result = Check(errors[0].ename, errors[0].evalue, printed) if errors else Check(None, "", printed)
+    _write(notebook, case, check.outputs, result)
+    return result
+
+
+def _write(notebook: Path, case: str, outputs, result: Check):
+    """build/lab_checks/<notebook>-<case>.txt: the check's outputs in order (printed and shown), and its error."""
+    parts = [f"{notebook.relative_to(ROOT)}, case {case!r}, STREAMALLOC_MODE={os.environ.get('STREAMALLOC_MODE', '')}"]
+    for o in outputs:
+        if o.output_type == "stream":
+            parts.append(o.text.rstrip("\n"))
+        elif o.output_type in ("display_data", "execute_result"):
+            parts.append(o.get("data", {}).get("text/plain", "").rstrip("\n"))
+    parts.append(f"{result.ename}: {result.evalue}" if result.ename else "(the check raised nothing)")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{notebook.stem}-{slug(case)}.txt").write_text("\n\n".join(parts) + "\n")

@@ -1,0 +1,127 @@
+"""The explorer over a recorded grid: builds, redraws when a control moves, draws the default once; no GPU."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from streamalloc import widgets  # noqa: E402
+
+try:
+    import ipywidgets
+except ImportError:  # the course's requirements have it; the fallback test below runs without it
+    ipywidgets = None
+needs_ipywidgets = pytest.mark.skipif(ipywidgets is None, reason="ipywidgets is not installed")
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+GRID = {(t, s, trim): [t + s, t + s + (0 if trim else 5), 2 * s] for t in (0, 64, 256) for s in (16, 64) for trim in (0, 1)}
+CONTROLS = {"threshold": [("0", 0), ("64 MiB", 64), ("256 MiB", 256)], "block size": [16, 64],
+            "trim to 0 at the end": [False, True]}
+
+
+class Recorded:
+    """Stands for a lesson.measure Result: .data is the grid, .label names where it came from."""
+
+    data = GRID
+    label = "NVIDIA Test GPU, replayed from a recording of 2026-01-01"
+
+
+def make_plot(calls):
+    def plot(threshold, size, trim, data=None, label=None):
+        calls.append(((threshold, size, trim), data, label))
+        fig, ax = plt.subplots(figsize=(2, 1.5))
+        ax.plot(data)
+        ax.set_title(f"{threshold} {size} {trim}")
+        return fig
+    return plot
+
+
+def image(explorer):
+    shown = [o for o in explorer.output.outputs if o["output_type"] == "display_data"]
+    assert len(shown) == 1, explorer.output.outputs
+    return shown[0]["data"]["image/png"]
+
+
+@needs_ipywidgets
+def test_builds_the_controls_and_draws_the_default_once():
+    calls, figures = [], plt.get_fignums()
+    ex = widgets.Explorer(Recorded(), make_plot(calls), CONTROLS, default=(256, 64, True))
+    assert calls == [((256, 64, True), GRID[(256, 64, True)], Recorded.label)]  # tuple keys: no key function
+    assert plt.get_fignums() == figures, "the drawn figure is closed, not left for the inline backend"
+
+    c = ex.controls
+    assert isinstance(c["threshold"], ipywidgets.SelectionSlider) and c["threshold"].value == 256
+    assert c["threshold"].label == "256 MiB" and [lb for lb, _ in c["threshold"].options] == ["0", "64 MiB", "256 MiB"] and not c["threshold"].continuous_update
+    assert c["block size"].options == (("16", 16), ("64", 64)) and c["block size"].value == 64
+    assert isinstance(c["trim to 0 at the end"], ipywidgets.Checkbox) and c["trim to 0 at the end"].value is True
+    assert ex.now is None, "no run function: no 'run it now' box"
+    sliders, switches, out = ex.box.children
+    assert list(sliders.children) == [c["threshold"], c["block size"]]
+    assert list(switches.children) == [c["trim to 0 at the end"]] and out is ex.output
+
+    # its display: the widget for a frontend, the default's image for nbval, papermill and static views
+    data, _ = ex._repr_mimebundle_()
+    assert WIDGET_VIEW in data and data["image/png"] == image(ex)
+    assert ex.draws == 1 and len(calls) == 1, "showing it does not draw again"
+
+
+@needs_ipywidgets
+def test_redraws_when_a_control_moves():
+    calls = []
+    ex = widgets.Explorer(Recorded(), make_plot(calls), CONTROLS, default=(0, 16, False))
+    first = image(ex)
+    ex.controls["block size"].value = 64
+    assert calls[-1][:2] == ((0, 64, False), GRID[(0, 64, False)]) and ex.draws == 2
+    assert image(ex) != first
+    ex.controls["trim to 0 at the end"].value = True
+    ex.controls["threshold"].value = 64
+    assert [setting for setting, _, _ in calls] == [(0, 16, False), (0, 64, False), (0, 64, True), (64, 64, True)]
+    assert ex.setting == (64, 64, True)
+
+
+@needs_ipywidgets
+def test_string_keys_and_a_setting_that_was_not_recorded():
+    grid = {f"{t}|{s}|{int(trim)}": data for (t, s, trim), data in GRID.items() if s == 16}
+    key = lambda t, s, trim: f"{t}|{s}|{int(trim)}"  # noqa: E731  JSON keys, as lesson.measure records them
+    ex = widgets.Explorer(grid, make_plot([]), CONTROLS, default=(0, 16, True), key=key, label="recorded")
+    ex.controls["block size"].value = 64  # not in the grid: the Output says so, the kernel goes on
+    assert "LookupError" in ex.output.outputs[-1]["text"] and "block size 64" in ex.output.outputs[-1]["text"]
+    ex.controls["block size"].value = 16
+    assert image(ex)
+    with pytest.raises(LookupError, match="holds nothing"):  # the default must be there: raises in the cell
+        widgets.Explorer(grid, make_plot([]), CONTROLS, default=(0, 64, True), key=key)
+    with pytest.raises(ValueError, match="not one of its options"):
+        widgets.Explorer(grid, make_plot([]), CONTROLS, default=(1, 16, True), key=key)
+
+
+@needs_ipywidgets
+@pytest.mark.parametrize("live", [False, True])
+def test_run_it_now_only_when_live(live):
+    calls, runs = [], []
+
+    def run(t, s, trim):
+        runs.append((t, s, trim))
+        return [9, 9, 9]
+
+    ex = widgets.Explorer(Recorded(), make_plot(calls), CONTROLS, default=(0, 16, True), run=run, live=live,
+                          run_label="NVIDIA Test GPU, live")
+    assert ex.now.disabled is not live
+    assert ex.now.description == (widgets.RUN_NOW if live else widgets.RUN_NOW_OFF)
+    assert list(ex.box.children[1].children) == [ex.controls["trim to 0 at the end"], ex.now]
+    ex.now.value = True
+    if live:
+        assert runs == [(0, 16, True)] and calls[-1][1:] == ([9, 9, 9], "NVIDIA Test GPU, live")
+    else:  # replay: the grid, never the GPU
+        assert runs == [] and calls[-1][1:] == (GRID[(0, 16, True)], Recorded.label)
+
+
+def test_without_ipywidgets_it_draws_the_default_once(monkeypatch, capsys):
+    monkeypatch.setattr(widgets, "_ipywidgets", lambda: None)
+    calls = []
+    ex = widgets.Explorer(Recorded(), make_plot(calls), CONTROLS, default=(64, 16, False))
+    assert len(calls) == 1 and ex.box is None and ex.controls == {}
+    assert "ipywidgets is not installed" in capsys.readouterr().out
+    assert "plot(threshold, size, trim)" in ex._call_hint()
+    data, _ = ex._repr_mimebundle_()
+    assert "image/png" in data and WIDGET_VIEW not in data and len(calls) == 1
