@@ -20,6 +20,7 @@ def main(argv=None) -> int:
     rec = sub.add_parser("record", help="on a GPU: run notebooks and solutions live and write recordings/")
     rec.add_argument("paths", nargs="*")
     rec.add_argument("--kernel", default="python3")
+    rec.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
 
     if a.command == "info":
@@ -38,7 +39,8 @@ def main(argv=None) -> int:
             return 2
         os.environ["STREAMALLOC_RECORD"] = "1"
         paths = a.paths or [str(runner.REPO / "notebooks"), str(runner.REPO / "solutions")]
-        rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel)
+        rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel,
+                          progress=not a.no_progress)
         print(f"recordings written under {replay.root()}")
         return 0 if all(r["result"] == "passed" for r in rows) else 1
     return 2
