@@ -14,7 +14,8 @@ record: $(SETUP)            ## on a GPU: run notebooks and solutions live, write
 	$(PYTHON) -m streamalloc record
 info: $(SETUP)
 	$(PYTHON) -m streamalloc info
-labs: $(SETUP)              ## regenerate labs/ from solutions/
+labs: $(SETUP)              ## regenerate the generated files: links (README map, set-up lines), labs/
+	$(PYTHON) tools/make_links.py
 	$(PYTHON) tools/make_labs.py
 
 $(VENV)/.installed: requirements.txt
