@@ -109,6 +109,20 @@ def _tail(text: str, n: int = 20) -> str:
     return "\n".join(lines[-n:]) if lines else "(nothing)"
 
 
+_HINTS = {  # CUDA errors a learner meets by asking too much, and what to do about them
+    "cudaErrorMemoryAllocation": "The GPU ran out of memory: the program asked for more than is free on this GPU "
+                                 "(another process, or this notebook's own CuPy memory, may hold some). Ask for "
+                                 "smaller sizes, or restart the kernel to give back what this notebook holds.",
+    "cudaErrorNotSupported": "This GPU or driver does not support what the program asked for (memory pools need "
+                             "CUDA 11.2 or newer and a GPU and OS that support them: notebook 00 says whether yours "
+                             "does).",
+}
+
+
+def _hint(stderr: str) -> str:
+    return "".join(f"\n{text}" for err, text in _HINTS.items() if err in stderr)
+
+
 def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,
         name: str | None = None) -> Completed:
     """Run a program with a list of arguments; raise if it crashes, exits non-zero or runs past the timeout.
@@ -144,5 +158,6 @@ def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, c
             how += " (it crashed)"
         else:
             how = f"exited with status {proc.returncode}"
-        raise ProgramFailed(f"{name} {how}.\nIts stderr:\n{_tail(stderr)}", proc.returncode, stdout, stderr)
+        raise ProgramFailed(f"{name} {how}.{_hint(stderr)}\nIts stderr:\n{_tail(stderr)}", proc.returncode, stdout,
+                            stderr)
     return Completed(argv[1:], stdout, stderr, proc.returncode, seconds)

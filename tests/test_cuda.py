@@ -62,6 +62,16 @@ def test_a_non_zero_exit_raises_with_stderr(tmp_path):
 
 
 @needs_nvcc
+def test_running_out_of_gpu_memory_says_so_in_words(tmp_path):
+    exe = cuda.build(program(tmp_path, "oom", 'int main() { std::fprintf(stderr, "oom.cu:4: cudaMallocAsync(&p, n, s) '
+                                              'failed: out of memory (cudaErrorMemoryAllocation)\\n"); return 1; }'))
+    with pytest.raises(ProgramFailed) as e:
+        cuda.run(exe)
+    assert "ran out of memory" in str(e.value) and "smaller sizes" in str(e.value)
+    assert "cudaErrorMemoryAllocation" in str(e.value)
+
+
+@needs_nvcc
 def test_a_hang_is_killed_at_the_timeout(tmp_path):
     exe = cuda.build(program(tmp_path, "hang", 'int main() { std::printf("started\\n"); std::fflush(stdout); '
                                                  'for (;;) sleep(1); }'))
