@@ -3,7 +3,7 @@
     where = sa.sanitizer.find()                            # its path, or None (sa.sanitizer.INSTALL says how to get it)
     res = sa.sanitizer.measure(lesson, "race.cu", args)    # live: runs it; replay: the recorded report
     report = sa.sanitizer.parse(res.data)
-    report.errors, report.kind, report.location, report.function, report.shortened()
+    report.errors, report.kind, report.location, report.function, report.located, report.shortened()
 
 The sanitizer runs a lesson's built program in a subprocess with a timeout (streamalloc.cuda.run). A
 non-zero exit status (its --error-exitcode, or the program failing under it) is an answer, not an error:
@@ -152,10 +152,13 @@ class Report:
     errors: int | None = None  # from "ERROR SUMMARY: N errors"; None if it printed no summary
     summary: str | None = None  # that line, as printed
     blocks: list = dataclasses.field(default_factory=list)  # every error, as error_blocks() gives them
-    kind: str | None = None  # the first error's header ("Invalid __global__ read of size 4 bytes", ...)
-    location: str | None = None  # its "file.cu:line", if the report gives one
-    function: str | None = None  # the kernel or function it names, if any
-    address: str | None = None  # its "Address ..." line, if any
+    kind: str | None = None  # the first error's header ("Use-before-alloc on allocation of size ...", ...)
+    address: str | None = None  # the first error's "Address ..." line, if any
+    # Where: from the first error that says where (an "at ..." line). A lifetime error (Use-before-alloc,
+    # Use-after-free) names only the allocation; the accesses that follow it name the kernel and the line.
+    location: str | None = None  # "file.cu:line", if the report gives one
+    function: str | None = None  # the kernel or function it names
+    located: str | None = None  # the header of the error they come from (kind's, or a later one's)
 
     def first_error(self, limit: int | None = None) -> str:
         """The first error's lines, at most `limit` of them ('' if there is none)."""
@@ -164,14 +167,28 @@ class Report:
             first = first[:limit] + [f"{LINE} ..."]
         return "\n".join(first)
 
+    def located_error(self, limit: int | None = None) -> str:
+        """The lines of the first error that says where (an "at ..." line), at most `limit` ('' if none does)."""
+        block = next((b for b in self.blocks if any(t.startswith("at ") for t in _bodies(b))), [])
+        if limit is not None and len(block) > limit:
+            block = block[:limit] + [f"{LINE} ..."]
+        return "\n".join(block)
+
     def shortened(self, limit: int = 14) -> str:
         """The first error (at most `limit` lines) and the summary line: what to show a reader."""
         return "\n".join(p for p in (self.first_error(limit), self.summary) if p)
 
+    def where(self) -> str:
+        """Where the first located error happened: ' at file.cu:line in kernel', or '' if no error says."""
+        return (f" at {self.location}" if self.location else "") + (f" in {self.function}" if self.function else "")
+
     def headline(self) -> str:
-        """The first error in one line, with where it happened as far as the report says."""
-        where = (f" at {self.location}" if self.location else "") + (f" in {self.function}" if self.function else "")
-        return (self.kind or "no error block in the report") + where
+        """The first error in one line, with where the first located error happened, as far as the report says."""
+        if not self.kind:
+            return "no error block in the report"
+        if self.located is None or any(t.startswith("at ") for t in _bodies(self.blocks[0])):
+            return self.kind + self.where()
+        return f"{self.kind}; then {self.located}{self.where()}"
 
     def tail(self, n: int = 8) -> str:
         return "\n".join(self.output.strip().splitlines()[-n:])
@@ -191,17 +208,23 @@ def parse(run_or_output) -> Report:
                     int(m[1]) if m else None, m[0].rstrip() if m else None, error_blocks(text))
     if not report.blocks:
         return report
-    first = report.blocks[0]
-    report.kind = first[0][len(LINE):].strip()
-    for line in first[1:]:
-        t = line[len(LINE):].strip()
-        if t.startswith("at ") and report.function is None:
-            loc = re.search(r" in ([^\s:]+):(\d+)(?::(.+))?$", t)
-            if loc:
-                report.location = f"{Path(loc[1]).name}:{loc[2]}"
-                report.function = loc[3] or re.sub(r"\+0x[0-9a-fA-F]+$", "", t[3:t.rfind(" in ")]).strip()
-            else:
-                report.function = re.sub(r"\+0x[0-9a-fA-F]+$", "", t[3:]).strip()
-        elif t.startswith("Address") and report.address is None:
-            report.address = t
+    report.kind = report.blocks[0][0][len(LINE):].strip()
+    report.address = next((t for t in _bodies(report.blocks[0]) if t.startswith("Address")), None)
+    for block in report.blocks:  # where: the first error with an "at ..." line
+        at = next((t for t in _bodies(block) if t.startswith("at ")), None)
+        if at is None:
+            continue
+        report.located = block[0][len(LINE):].strip()
+        loc = re.search(r" in ([^\s:]+):(\d+)(?::(.+))?$", at)
+        if loc:
+            report.location = f"{Path(loc[1]).name}:{loc[2]}"
+            report.function = loc[3] or re.sub(r"\+0x[0-9a-fA-F]+$", "", at[3:at.rfind(" in ")]).strip()
+        else:
+            report.function = re.sub(r"\+0x[0-9a-fA-F]+$", "", at[3:]).strip()
+        break
     return report
+
+
+def _bodies(block: list[str]) -> list[str]:
+    """An error's indented lines, without the ========= and the indentation."""
+    return [line[len(LINE):].strip() for line in block[1:]]

@@ -23,17 +23,39 @@ REPORT = """\
 def test_a_report_is_read():
     r = sanitizer.parse({"output": REPORT, "returncode": 86, "command": "compute-sanitizer race"})
     assert (r.errors, r.summary, r.returncode) == (2, "========= ERROR SUMMARY: 2 errors", 86)
-    assert len(r.blocks) == 2 and r.kind.startswith("Use-before-alloc")
-    assert r.location is None and r.function is None and r.address.startswith("Address 0x7f")
-    assert r.headline() == r.kind  # nothing about where: nothing said ("at None" never)
+    assert len(r.blocks) == 2 and r.kind.startswith("Use-before-alloc") and r.address.startswith("Address 0x7f")
     assert r.shortened(1).splitlines() == [r.blocks[0][0], "========= ...", r.summary]
     assert r.records == [{"mode": "racy", "ok": False}]
 
 
+def test_the_kind_comes_from_the_first_error_and_the_place_from_the_first_that_names_one():
+    """The lifetime error names only the allocation; the kernel and the line come from the access after it."""
+    r = sanitizer.parse(REPORT)
+    assert r.kind == "Use-before-alloc on allocation of size 4,096 bytes at 0x7f0000000000"
+    assert (r.location, r.function) == ("race.cu:31", "add(int *, const int *, unsigned long, int)")
+    assert r.located == "Invalid __global__ read of size 4 bytes" and r.located_error() == "\n".join(r.blocks[1])
+    assert r.headline() == (f"{r.kind}; then Invalid __global__ read of size 4 bytes at race.cu:31 "
+                            "in add(int *, const int *, unsigned long, int)")
+
+
 def test_the_first_error_names_where_it_happened_when_the_report_does():
     r = sanitizer.parse(REPORT.split("=========\n", 1)[1])
+    assert r.kind == r.located == "Invalid __global__ read of size 4 bytes" and r.address is None
     assert r.headline() == ("Invalid __global__ read of size 4 bytes at race.cu:31 "
                             "in add(int *, const int *, unsigned long, int)")
+
+
+def test_a_lifetime_error_alone_names_no_place():
+    """As use-after-free was reported on the H100: one error, no kernel access after it."""
+    r = sanitizer.parse("========= COMPUTE-SANITIZER\n"
+                        "========= Use-after-free on allocation of size 4,096 bytes at 0x7f0000400000\n"
+                        "=========     Address 0x7f0000400000 is potentially accessed after it is free'd\n"
+                        "=========\n"
+                        '{"mode":"racy","ok":false}\n'
+                        "========= ERROR SUMMARY: 1 error\n")
+    assert r.errors == 1 and len(r.blocks) == 1 and r.kind.startswith("Use-after-free")
+    assert r.location is None and r.function is None and r.located is None and r.located_error() == ""
+    assert r.headline() == r.kind and r.where() == ""  # nothing about where: nothing said ("at None" never)
 
 
 def test_no_summary_is_no_count():
