@@ -7,11 +7,19 @@
                       lambda cu: regions(cu, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFree(buf));"]))
     check.ename, check.evalue, check.printed           # the check's error (None if it passed) and what it printed
     lab.passes("solution"); lab.rejected(case, edit, *words)   # the same, with the usual assertions
+    lab.cuda(edit)                                     # the solution's CUDA of self.file (edited), as text
+
+    @live_only                                         # a wrong answer only a run on a GPU can catch
+    def test_...(): ...
 
 Only the notebook's set-up cell, its %%writefile cells and its check cell run, in a Jupyter kernel in the
 notebook's folder, in this session's mode (STREAMALLOC_MODE, which conftest.py sets from the machine: live
 on a GPU, replay elsewhere). Every run also writes what the check printed and showed, and its error, to
 build/lab_checks/<notebook>-<case>.txt, so that a run on a GPU leaves a record of each check's words.
+
+In replay a run can only give the recorded solution's numbers, so the check says "not checked" for the
+run-time half of any other answer; a wrong answer that only the run can catch is a `live_only` test here,
+and tests/test_checks.py feeds the run-time half canned output of such answers in any mode.
 """
 from __future__ import annotations
 
@@ -28,6 +36,9 @@ nbclient = pytest.importorskip("nbclient")
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "lab_checks"
 CELL_TIMEOUT = 600  # s; live, a check builds, runs and may run compute-sanitizer
+LIVE = os.environ.get("STREAMALLOC_MODE") == "live"  # conftest.py decides the mode before the tests load
+live_only = pytest.mark.skipif(not LIVE, reason="only a run on a GPU catches this answer: in replay the check "
+                                                "cannot run code other than the recorded solution's")
 REGION = re.compile(r"^(?P<indent>[ \t]*)// BEGIN SOLUTION[^\n]*\n(?P<body>.*?)^[ \t]*// END SOLUTION[ \t]*\n",
                     re.S | re.M)
 
@@ -83,6 +94,14 @@ class Lab:
     @property
     def lab(self) -> Path:
         return ROOT / "labs" / f"{self.name}.ipynb"
+
+    def cuda(self, edit=None) -> str:
+        """The CUDA of self.file as the solution's %%writefile cell writes it, with `edit` applied."""
+        for cell in nbformat.read(str(self.solution), as_version=4).cells:
+            first, _, body = cell.source.partition("\n")
+            if cell.cell_type == "code" and first.startswith("%%writefile") and first.endswith("/" + self.file):
+                return edit(body) if edit else body
+        raise LookupError(f"{self.solution.name} has no %%writefile cell for {self.file}")
 
     def check(self, case: str, edit=None) -> Check:
         """Run the check on the lab (case "lab"), the solution ("solution"), or the solution with `edit`

@@ -1,11 +1,13 @@
 """Lab 1 (from synchronous to stream-ordered): the check names what is still synchronous in a wrong answer.
 
-Run with tests/labcheck.py in this session's mode; the words asserted are the check's reading of the code,
-said live and in replay alike. Each wrong answer is valid CUDA: only the check catches it.
+Run with tests/labcheck.py in this session's mode. Most words asserted are the check's reading of the code,
+said live and in replay alike; a `live_only` answer passes that reading and only the run catches it (its
+run-time verdict is also tested on canned output in tests/test_checks.py). Each wrong answer is valid
+CUDA: only the check catches it.
 """
 import pytest
 
-from labcheck import Lab, in_function, regions
+from labcheck import Lab, in_function, live_only, regions
 
 LAB = Lab("lab1_stream_ordered", "pipeline.cu")
 FUNCTION = "pipeline_stream_ordered"
@@ -13,12 +15,13 @@ FUNCTION = "pipeline_stream_ordered"
 
 def test_the_solution_passes():
     check = LAB.passes()
-    assert "ok" in check.printed and "calls cudaMallocAsync and cudaFreeAsync" in check.printed
+    assert "calls cudaMallocAsync and cudaFreeAsync" in check.printed
+    assert "WRONG" not in check.printed and "not on s" not in check.printed
 
 
 def test_the_lab_as_given_is_incomplete():
-    LAB.rejected("lab", None, "cudaMallocAsync and cudaFreeAsync are not called",
-                 "cudaMalloc and cudaFree are still called inside the loop",
+    LAB.rejected("lab", None, "cudaMallocAsync or cudaMallocFromPoolAsync is not called",
+                 "cudaFreeAsync is not called", "cudaMalloc and cudaFree are still called inside the loop",
                  "cudaDeviceSynchronize is still called inside the loop")
 
 
@@ -37,6 +40,10 @@ WRONG = {
     "allocated on the legacy default stream": (
         lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, 0));", "", "CHECK(cudaFreeAsync(buf, s));"]),
         ["cudaMallocAsync is called on 0, not on s"]),
+    "freed on the per-thread default stream": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
+                              "CHECK(cudaFreeAsync(buf, cudaStreamPerThread));"]),
+        ["cudaFreeAsync is called on cudaStreamPerThread, not on s"]),
     "allocation hoisted out of the loop": (
         lambda t: in_function(regions(t, ["", "", "CHECK(cudaFreeAsync(buf, s));"]), FUNCTION,
                               "    for (int it = 0; it < iters; ++it) {\n        int *buf = nullptr;\n",
@@ -50,3 +57,42 @@ WRONG = {
 def test_a_wrong_answer_is_rejected_with_the_reason(name):
     edit, expected = WRONG[name]
     LAB.rejected(name, edit, *expected, built=True)  # valid CUDA: only the check catches it
+
+
+RIGHT = {
+    # a local name for s is still s
+    "the stream under another name": lambda t: regions(t, [
+        "cudaStream_t st = s;  // the same stream\nCHECK(cudaMallocAsync(&buf, bytes, st));", "",
+        "CHECK(cudaFreeAsync(buf, st));"]),
+    # an explicit pool: here the device's default one, the pool cudaMallocAsync would use
+    "allocated from a pool with cudaMallocFromPoolAsync": lambda t: regions(t, [
+        "cudaMemPool_t pool;\nCHECK(cudaDeviceGetDefaultMemPool(&pool, 0));\n"
+        "CHECK(cudaMallocFromPoolAsync(&buf, bytes, pool, s));", "", "CHECK(cudaFreeAsync(buf, s));"]),
+}
+
+
+@pytest.mark.parametrize("name", list(RIGHT))
+def test_another_right_answer_passes(name):
+    check = LAB.passes(name, RIGHT[name])  # live: its results and speed too; in replay: its code
+    assert "not on s" not in check.printed and "cannot tell" not in check.printed, check.printed
+
+
+def test_a_stream_the_check_cannot_resolve_is_not_checked_not_wrong():
+    """A stream passed in some other way is said to be unchecked; the run (live) judges the rest."""
+    edit = lambda t: in_function(regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, streams[0]));", "",  # noqa: E731
+                                             "CHECK(cudaFreeAsync(buf, streams[0]));"]),
+                                 FUNCTION, "    for (int it", "    cudaStream_t streams[1] = {s};\n    for (int it")
+    check = LAB.passes("a stream from an array", edit)
+    assert "cudaMallocAsync is called on `streams[0]`: the check cannot tell" in check.printed, check.printed
+
+
+@live_only
+def test_a_copy_to_the_host_in_the_loop_is_too_slow():
+    """Reading each result on the host, with a synchronous cudaMemcpy: no call the check looks for is there,
+    and the results are right; only the time per iteration shows that the host waits in every iteration."""
+    edit = lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));",  # noqa: E731
+                                 "u64 seen = 0;  // the host looks at each result as it comes\n"
+                                 "CHECK(cudaMemcpy(&seen, out + it, sizeof(u64), cudaMemcpyDeviceToHost));",
+                                 "CHECK(cudaFreeAsync(buf, s));"])
+    check = LAB.rejected("a cudaMemcpy to the host in the loop", edit, "speed:", built=True)
+    assert "calls cudaMallocAsync and cudaFreeAsync" in check.printed and "result (yours): all" in check.printed

@@ -1,11 +1,13 @@
 """Lab 2 (tune the pool): the check says where the threshold and the trim must go, for each wrong answer.
 
-The solution's tuned.cu, edited, goes through the lab's check (tests/labcheck.py, this session's mode); the
-messages asserted come from reading the code, so a GPU run and a replay give them alike.
+The solution's tuned.cu, edited, goes through the lab's check (tests/labcheck.py, this session's mode). Most
+messages asserted come from reading the code, so a GPU run and a replay give them alike; a `live_only`
+answer passes that reading and only the run catches it (its run-time verdict is also tested on canned
+output in tests/test_checks.py).
 """
 import pytest
 
-from labcheck import Lab, in_function, regions
+from labcheck import Lab, in_function, live_only, regions
 
 LAB = Lab("lab2_tune_pool", "tuned.cu")
 FUNCTION = "tuned_loop"
@@ -23,7 +25,7 @@ SET = ("const uint64_t keep_all = UINT64_MAX;\n"
        "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&keep_all));")
 TRIM = "CHECK(cudaMemPoolTrimTo(pool, 0));"
 LOOP_TOP = "        const auto t0 = Clock::now();\n"
-LOOP_END = "        trace.reserved.push_back(get(pool, cudaMemPoolAttrReservedMemCurrent));\n"
+LOOP_END = "        trace.reserved_synced.push_back(get(pool, cudaMemPoolAttrReservedMemCurrent));\n"
 
 
 def indented(code, spaces=8):
@@ -56,3 +58,22 @@ WRONG = {
 def test_a_wrong_answer_is_rejected_with_the_reason(name):
     edit, expected = WRONG[name]
     LAB.rejected(name, edit, *expected, built=True)  # valid CUDA: only the check catches it
+
+
+def threshold(expression):
+    return (f"const uint64_t threshold = {expression};\n"
+            "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&threshold));")
+
+
+def test_a_threshold_of_what_an_iteration_allocates_passes():
+    """64 MiB, what the loop allocates, is enough: the pool keeps all it needs at every synchronization."""
+    LAB.passes("threshold 64 MiB", lambda t: regions(t, [threshold("64ull << 20"), TRIM]))
+
+
+@live_only
+def test_a_threshold_below_what_an_iteration_allocates_is_rejected():
+    """32 MiB: the pool is never empty after a synchronization, but gives back the other 32 MiB every time and
+    maps them again at the next cudaMallocAsync. The code reads right; the reserved memory shows it."""
+    check = LAB.rejected("threshold 32 MiB", lambda t: regions(t, [threshold("32ull << 20"), TRIM]),
+                         "reserved memory", "less than the 64 MiB each iteration allocates", built=True)
+    assert "cudaMemPoolAttrReleaseThreshold is set before the loop" in check.printed

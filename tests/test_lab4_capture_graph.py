@@ -3,9 +3,11 @@
 Each test puts a wrong answer into the solution's regions and runs the lab's set-up, %%writefile and check
 cells (tests/labcheck.py) in this session's mode. The words asserted come from the check's reading of the
 code, which judges them live and in replay alike (in replay the run is "not checked" for code that is not
-the recorded solution). Slow-but-OK: each run takes about 10 s in replay.
+the recorded solution); live, the run adds what it measured, and some tests assert that too. The run-time
+verdicts are also tested on canned output in tests/test_checks.py. Slow-but-OK: each run takes about 10 s
+in replay.
 """
-from labcheck import Lab, regions
+from labcheck import LIVE, Lab, regions
 
 LAB = Lab("lab4_capture_graph", "graph.cu")
 
@@ -36,7 +38,9 @@ CHECK(cudaMemPoolTrimTo(pool, 0));
 
 
 def test_the_solution_passes():
-    LAB.passes()
+    check = LAB.passes()  # its run, live or the recorded one
+    assert "while the executable graph exists, the graph allocator reserves" in check.printed
+    assert "after cudaDeviceGraphMemTrim the graph allocator reserves 0.0 MiB" in check.printed
 
 
 def test_the_generated_lab_names_every_missing_call():
@@ -50,9 +54,55 @@ def test_an_allocation_made_once_before_the_capture_is_not_captured():
                          "the allocation is not captured", "the free is not captured")
     # every call is there (ok); only where two of them stand is wrong (live, the run adds what it measured)
     assert "calls cudaStreamBeginCapture, cudaStreamEndCapture, cudaGraphInstantiate, cudaGraphLaunch, " \
-           "cudaGraphExecDestroy and cudaDeviceGraphMemTrim" in check.printed
+           "cudaGraphExecDestroy, cudaGraphDestroy and cudaDeviceGraphMemTrim" in check.printed
 
 
 def test_trimming_the_stream_ordered_pool_is_not_the_graph_trim():
-    LAB.rejected("stream-ordered pool trimmed instead", lambda cu: regions(cu, {3: POOL_TRIM_INSTEAD}),
-                 "cudaDeviceGraphMemTrim is not called")
+    check = LAB.rejected("stream-ordered pool trimmed instead", lambda cu: regions(cu, {3: POOL_TRIM_INSTEAD}),
+                         "cudaDeviceGraphMemTrim is not called")
+    if LIVE:  # the run shows it: the graph allocator's memory is still there at the end
+        assert "at the end the graph allocator still reserves" in check.evalue, check.printed
+
+
+def test_the_captured_graph_must_be_destroyed_too():
+    LAB.rejected("only the executable graph destroyed",
+                 lambda cu: regions(cu, {2: "CHECK(cudaGraphExecDestroy(exec));\nCHECK(cudaDeviceSynchronize());"}),
+                 "cudaGraphDestroy is not called")
+
+
+def test_trimming_before_the_destroy_once_the_launches_are_done_passes():
+    """The trim frees what no executing or scheduled graph uses: after the launches have completed, an idle
+    executable graph that still exists does not stop it."""
+    LAB.passes("trimmed before the destroy", lambda cu: regions(cu, {
+        2: "CHECK(cudaDeviceGraphMemTrim(dev));  // the launches are done: s was synchronized\n"
+           "CHECK(cudaGraphExecDestroy(exec));\nCHECK(cudaGraphDestroy(graph));\nCHECK(cudaDeviceSynchronize());",
+        3: ""}))
+
+
+def test_trimming_while_the_launches_may_still_run_is_rejected():
+    launch_and_trim = "CHECK(cudaGraphLaunch(exec, s));\nCHECK(cudaDeviceGraphMemTrim(dev));"
+    check = LAB.rejected("trimmed in the launch loop", lambda cu: regions(cu, {1: launch_and_trim, 3: ""}),
+                         "cudaDeviceGraphMemTrim is called before the graph's launches have completed")
+    assert "cudaDeviceGraphMemTrim is not called" not in check.evalue  # it is called: where is what is wrong
+
+
+# The free left out of the capture, and the graph instantiated to free the previous launch's allocation.
+AUTO_FREE_NOT_CAPTURED = """\
+CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+float *tmp = nullptr;
+CHECK(cudaMallocAsync(&tmp, bytes, s));
+produce<<<blocks, threads, 0, s>>>(tmp, n);
+CHECK_LAUNCH();
+accumulate<<<blocks, threads, 0, s>>>(tmp, out, n);
+CHECK_LAUNCH();
+CHECK(cudaStreamEndCapture(s, &graph));
+CHECK(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+"""
+
+
+def test_a_free_left_out_of_the_capture_is_rejected_even_with_auto_free():
+    check = LAB.rejected("free not captured, auto-free on launch", lambda cu: regions(cu, {0: AUTO_FREE_NOT_CAPTURED}),
+                         "the free is not captured", "cudaGraphInstantiateFlagAutoFreeOnLaunch")
+    if LIVE:  # every launch runs and the results are right; the last launch's allocation stays
+        assert "result of the graph: all" in check.printed, check.printed
+        assert "at the end the graph allocator still reserves" in check.evalue, check.printed
