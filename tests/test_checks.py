@@ -185,7 +185,8 @@ def test_lab4_memory_left_after_the_trim_is_caught(tmp_path, capsys):
     assert "the graph allocator reserves nothing" in nothing
 
 
-# A memcheck report of a stream-ordered race (the shape compute-sanitizer prints; addresses made up).
+# A memcheck report of a stream-ordered race (compute-sanitizer's wording, as recorded on the H100; addresses
+# made up).
 RACE_REPORT = """\
 ========= COMPUTE-SANITIZER
 ========= Invalid __global__ read of size 4 bytes
@@ -193,8 +194,8 @@ RACE_REPORT = """\
 =========     by thread (3,0,0) in block (0,0,0)
 =========     Address 0x7f3a00000000 is out of bounds
 =========
-========= Free-before-use on allocation of size 65,536 bytes at 0x7f3a00000000
-=========     Address 0x7f3a00000000 is potentially accessed after it is freed
+========= Use-after-free on allocation of size 65,536 bytes at 0x7f3a00000000
+=========     Address 0x7f3a00000000 is potentially accessed after it is free'd
 =========
 ========= ERROR SUMMARY: 2 errors
 """
