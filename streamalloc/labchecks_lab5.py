@@ -98,6 +98,8 @@ def judge_run(report: checks.Report, res) -> None:
     report.expect(first <= 0, f"order: the exporter's free began {-first:.3f} ms after the importer was past its free",
                   f"order: the exporter's free began {first:.3f} ms before the importer was past its own free: the "
                   "importer must free first, and the exporter wait on `freed`, recorded after that free (TODO 3 and 4)")
+    if imp.get("used_after", -1) < 0:  # this driver refuses attribute queries on an imported pool: the code decides
+        return
     report.expect(imp["used_after"] == 0, "the importer's pool holds nothing at the end: it freed what it imported",
                   f"the importer's pool still counts {imp['used_after']:,} bytes in use at the end: the importer never "
                   "freed p (TODO 3)")
