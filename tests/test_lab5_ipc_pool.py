@@ -1,0 +1,152 @@
+"""Lab 5 (one buffer, two processes): the check's verdicts on canned runs, right and wrong, and on answers
+written differently; the reading of the code on the generated lab's stubs; and, on a GPU only, wrong answers
+run for real through the lab's own check cell (tests/labcheck.py).
+
+The canned outputs are what ipc_share.cu prints (one JSON line per process), with the GPU-clock stamps of the
+situation each test describes: no GPU, nvcc or sanitizer is needed for them.
+"""
+import json
+
+import pytest
+
+from labcheck import Lab, live_only, regions
+from streamalloc import checks, sanitizer
+from streamalloc.labchecks_lab5 import lab5
+from streamalloc.lesson import Result
+
+LAB = Lab("lab5_ipc_pool", "ipc_share.cu")
+MiB = 1 << 20
+CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+
+
+def run_lines(read_early=False, exporter_first=False, not_freed=False, status=0, platform=True):
+    """What the two processes print: times in ns on the GPU's clock, the writes done at t = 1 s."""
+    t = 1_000_000_000
+    if not platform:
+        return [{"process": "exporter", "step": "platform", "ipc": False,
+                 "why": "the GPU or driver offers no POSIX file-descriptor handle for pools"}]
+    n = 16 * MiB // 4
+    read = t - 49_000_000 if read_early else t + 20_000
+    past_free = read + 50_500_000
+    free_start = read + 100_000 if exporter_first else past_free + 15_000
+    return [{"process": "importer", "checked": n, "mismatches": n if read_early else 0,
+             "first_bad": 0 if read_early else -1, "read_start_ns": read, "past_free_ns": past_free,
+             "used_after": 16 * MiB if not_freed else 0},
+            {"process": "exporter", "step": "shared", "bytes": 16 * MiB, "spin_ms": 50.0, "read_spin_ms": 50.0,
+             "written_ns": t, "free_start_ns": free_start, "importer_status": status}]
+
+
+class Canned:
+    """A lesson whose CUDA file is the solution's (or an edit of it) and whose runs print the given output."""
+
+    live = True
+
+    def __init__(self, tmp_path, lines, edit=None, sanitizer_output=CLEAN):
+        self.path = tmp_path / LAB.file
+        self.path.write_text(LAB.cuda(edit))
+        self.stdout = "".join(json.dumps(r) + "\n" for r in lines)
+        self.sanitizer_output = sanitizer_output
+
+    def source(self, file):
+        return self.path
+
+    def compile(self, file, flags=()):
+        return None  # "not checked: nvcc is not installed here"; the run is canned anyway
+
+    def run(self, file, args=(), timeout=120, flags=()):
+        return Result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
+
+
+@pytest.fixture(autouse=True)
+def canned_sanitizer(monkeypatch):
+    def measure(lesson, file, args=(), tool_args=(), name="sanitizer", timeout=300, flags=()):
+        data = {"output": lesson.sanitizer_output, "returncode": 0, "version": "canned",
+                "command": "compute-sanitizer --tool memcheck ipc_share 1048576 5 5"}
+        return Result(name, [], "", "", 0.1, False, "a canned run", data)
+    monkeypatch.setattr(sanitizer, "measure", measure)
+
+
+def verdict(lesson, capsys=None):
+    """The check's error message ('' if it passed)."""
+    try:
+        lab5(lesson)
+    except checks.LabIncomplete as e:
+        return str(e)
+    return ""
+
+
+def test_the_solution_with_a_right_run_passes(tmp_path, capsys):
+    assert verdict(Canned(tmp_path, run_lines())) == ""
+    out = capsys.readouterr().out
+    assert "the importer read all 4,194,304 values right" in out
+    assert "the importer started reading 0.020 ms after the exporter's values were written" in out
+    assert "compute-sanitizer finds no error in either process" in out and "All checks passed" in out
+
+
+def test_an_importer_that_reads_before_the_values_are_there_is_told_why(tmp_path):
+    said = verdict(Canned(tmp_path, run_lines(read_early=True)))
+    assert "data: the importer read 4,194,304 of 4,194,304 values wrong" in said
+    assert "order: the importer started reading 49.000 ms before the exporter's values were written" in said
+    assert "TODO 1 and 2" in said and "exporter's free" not in said
+
+
+def test_an_exporter_that_frees_first_is_told_why(tmp_path):
+    said = verdict(Canned(tmp_path, run_lines(exporter_first=True)))
+    assert "order: the exporter's free began 50.400 ms before the importer was past its own free" in said
+    assert "TODO 3 and 4" in said and "data:" not in said
+
+
+def test_an_importer_that_never_frees_is_caught_by_its_pool(tmp_path):
+    said = verdict(Canned(tmp_path, run_lines(not_freed=True)))
+    assert "the importer's pool still counts 16,777,216 bytes in use at the end" in said
+
+
+def test_a_failed_importer_and_a_sanitizer_error_are_said(tmp_path):
+    report = ("========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n"
+              "=========     at check_values(const int *, unsigned long, unsigned long long *)+0x90 in ipc_share.cu:120\n"
+              "=========     Address 0x7f0000000000 is out of bounds\n=========\n========= ERROR SUMMARY: 1 error\n")
+    said = verdict(Canned(tmp_path, run_lines(status=1), sanitizer_output=report))
+    assert "the importer exited with status 1" in said and "compute-sanitizer found 1 error(s)" in said
+
+
+def test_a_system_without_posix_handles_is_not_checked_not_failed(tmp_path, capsys):
+    assert verdict(Canned(tmp_path, run_lines(platform=False))) == ""
+    assert "this system cannot share a pool between processes" in capsys.readouterr().out
+
+
+RIGHT_BUT_DIFFERENT = {  # the importer frees with cudaFree; the exporter waits for `freed` on the host
+    1: "CHECK(cudaFree(p));\nCHECK(cudaEventRecord(freed, s));\n",
+    3: "CHECK(cudaEventSynchronize(freed));\n",
+}
+
+
+def test_a_right_answer_written_differently_passes(tmp_path):
+    assert verdict(Canned(tmp_path, run_lines(), lambda cu: regions(cu, RIGHT_BUT_DIFFERENT))) == ""
+
+
+def test_the_reading_of_the_stubs_names_every_todo(tmp_path):
+    said = verdict(Canned(tmp_path, run_lines(), lambda cu: regions(cu, ["", "", "", ""])))
+    for todo in ("TODO 1", "TODO 2", "TODO 3", "TODO 4"):
+        assert todo in said, said
+    assert "`ready` is not recorded after write_values" in said and "p is not freed after check_values" in said
+
+
+def test_freed_recorded_before_the_free_is_told(tmp_path):
+    edit = lambda cu: regions(cu, {1: "CHECK(cudaEventRecord(freed, s));\nCHECK(cudaFreeAsync(p, s));\n"})  # noqa: E731
+    said = verdict(Canned(tmp_path, run_lines(), edit))
+    assert "`freed` is not recorded after the free of p" in said
+
+
+# -- on a GPU: the lab's own check cell on wrong answers, run for real ------------------------------------------
+def test_the_solution_passes():
+    LAB.passes()  # live: its run and sanitizer; in replay: what the recording holds, or "not checked"
+
+
+@live_only
+def test_live_an_importer_that_does_not_wait_reads_wrong_values():
+    LAB.rejected("importer does not wait", lambda cu: regions(cu, {0: ""}), "data: the importer read", "TODO 1 and 2")
+
+
+@live_only
+def test_live_an_exporter_that_does_not_wait_frees_first():
+    LAB.rejected("exporter does not wait", lambda cu: regions(cu, {3: ""}), "the exporter's free began", "TODO 4")
