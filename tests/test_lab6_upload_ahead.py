@@ -1,0 +1,133 @@
+"""Lab 6 (upload ahead): the check grades what first_launch.cu measured, and reads the code only where no run
+can be had.
+
+Two kinds of tests. The notebook tests run the lab's set-up, %%writefile and check cells (tests/labcheck.py) in
+this session's mode: in replay, code other than the recorded solution cannot run, so the verdicts there come
+from reading the code. The canned tests feed the check's run-time half the output a GPU run of each answer
+would print (made-up numbers of the shape the H100 gives), so every verdict that needs a run is tested here
+without a GPU.
+"""
+import json
+
+import pytest
+from labcheck import LIVE, Lab, regions
+
+from streamalloc import checks
+from streamalloc.labchecks_lab6 import ELEMENTS, LAUNCHES, lab6
+from streamalloc.lesson import Result
+
+LAB = Lab("lab6_upload_ahead", "first_launch.cu")
+MiB = 1 << 20
+
+
+# -- the notebook, in this session's mode ---------------------------------------------------------------------
+def test_the_solution_passes():
+    check = LAB.passes()
+    if LIVE:
+        assert "uploaded ahead: before the first timed launch the graph allocator already reserved" in check.printed
+
+
+def test_no_upload_is_rejected():
+    check = LAB.rejected("no upload", lambda cu: regions(cu, [""]), "the graph is not uploaded" if not LIVE else
+                         "nothing was mapped before the first timed launch")
+    assert "cudaGraphLaunch is called in main" not in check.evalue
+
+
+def test_a_warm_up_launch_instead_of_an_upload_is_rejected():
+    words = ("cudaGraphLaunch is called in main",) if not LIVE else ("one launch too many",)
+    LAB.rejected("warm-up launch", lambda cu: regions(cu, ["CHECK(cudaGraphLaunch(exec, s));"]), *words)
+
+
+def test_upload_into_another_stream_then_an_event_is_judged_by_its_timing():
+    """Right but different: the memory is mapped ahead; whether launching into s remaps is the driver's choice
+    (§16.5.1: 'likely'). In replay it cannot run and passes on its reading; live, the timing decides, and a
+    rejection must name the reason."""
+    answer = ("CHECK(cudaGraphUpload(exec, s2));\ncudaEvent_t uploaded;\nCHECK(cudaEventCreate(&uploaded));\n"
+              "CHECK(cudaEventRecord(uploaded, s2));\nCHECK(cudaStreamWaitEvent(s, uploaded, 0));")
+    check = LAB.check("upload into s2, event wait", lambda cu: regions(cu, [answer]))
+    assert "cudaGraphUpload uploads into `s2`" in check.printed
+    if check.ename:
+        assert LIVE and check.ename == "LabIncomplete" and "the first launch is still slow" in check.evalue, check.evalue
+    else:
+        assert "All checks passed" in check.printed
+
+
+# -- the run-time half, on canned output ----------------------------------------------------------------------
+class CannedLesson:
+    """A lesson whose first_launch.cu is the solution's and whose run prints the given lines."""
+
+    live = True
+
+    def __init__(self, tmp_path, records):
+        self.path = tmp_path / LAB.file
+        self.path.write_text(LAB.cuda())
+        self.stdout = "".join(json.dumps(r) + "\n" for r in records)
+
+    def source(self, file):
+        return self.path
+
+    def compile(self, file, flags=()):
+        return None
+
+    def run(self, file, args=(), timeout=120, flags=()):
+        assert [int(a) for a in args] == [ELEMENTS, LAUNCHES]
+        return Result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
+
+
+def run_output(before=64 * MiB, first=80.0, ref_first=900.0, later=70.0, times=LAUNCHES, ref_times=LAUNCHES):
+    """What first_launch.cu prints; `times` is how many launches' worth `out` holds."""
+    out = [{"what": "graph_mem", "phase": p, "reserved": r, "used": r} for p, r in
+           (("reference instantiated", 0), ("yours instantiated", 0), ("yours before the first launch", before),
+            ("end", 0))]
+    for graph, f in (("reference", ref_first), ("yours", first)):
+        out.append({"what": "launches", "graph": graph, "latency_us": [f] + [later] * (LAUNCHES - 1),
+                    "call_us": [5.0] * LAUNCHES, "gpu_us": [60.0] * LAUNCHES})
+    for graph, held in (("reference", ref_times), ("yours", times)):
+        bad = held != LAUNCHES  # element 1 (i % 1000 == 1): 1.5 per launch
+        out.append({"what": "result", "graph": graph, "n": ELEMENTS, "times": LAUNCHES,
+                    "errors": ELEMENTS - ELEMENTS // 1000 if bad else 0, "first_bad": 1 if bad else -1,
+                    "expected": 1.5 * LAUNCHES if bad else 1.0 * LAUNCHES, "got": 1.5 * held if bad else 1.0 * LAUNCHES})
+    return out
+
+
+def verdict(tmp_path, **kw):
+    try:
+        lab6(CannedLesson(tmp_path, run_output(**kw)))
+    except checks.LabIncomplete as e:
+        return str(e)
+    return ""
+
+
+def test_canned_solution_passes(tmp_path, capsys):
+    assert verdict(tmp_path) == ""
+    out = capsys.readouterr().out
+    assert "uploaded ahead: before the first timed launch the graph allocator already reserved 64.0 MiB" in out
+    assert "your first launch took 80 µs, your later ones 70 µs; without upload the first took 900 µs" in out
+
+
+def test_canned_no_upload_fails_on_memory_and_timing(tmp_path):
+    v = verdict(tmp_path, before=0, first=900.0)
+    assert "nothing was mapped before the first timed launch" in v and "the first launch is still slow" in v
+
+
+def test_canned_warm_up_launch_fails_on_the_result(tmp_path):
+    v = verdict(tmp_path, times=LAUNCHES + 1)
+    assert "result of your graph: element 1 is 31.5, expected 30" in v and "one launch too many" in v
+
+
+def test_canned_upload_into_another_stream_that_remaps_fails_on_timing(tmp_path):
+    v = verdict(tmp_path, first=850.0)
+    assert "the first launch is still slow" in v and "§16.5.1" in v and "nothing was mapped" not in v
+
+
+def test_canned_gpu_whose_first_launch_is_not_slower_leaves_the_timing_unchecked(tmp_path, capsys):
+    assert verdict(tmp_path, ref_first=75.0, first=74.0) == ""
+    out = capsys.readouterr().out
+    assert "not checked" in out and "was not measurably slower" in out
+
+
+@pytest.mark.parametrize("later,ref_first,judged", [(70.0, 95.0, False), (70.0, 120.0, True), (1000.0, 1200.0, False),
+                                                    (1000.0, 1300.0, True)])
+def test_canned_timing_is_judged_only_above_the_noticeable_difference(tmp_path, capsys, later, ref_first, judged):
+    verdict(tmp_path, later=later, ref_first=ref_first, first=later)
+    assert ("was not measurably slower" not in capsys.readouterr().out) == judged
