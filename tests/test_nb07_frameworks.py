@@ -84,7 +84,7 @@ def _loops(sizes, slow=300.0, fast=20.0, **extra):
     return lines
 
 
-def canned(name, args, race_fixed_overwritten=0):
+def canned(name, args, race_fixed_overwritten=0, backend_ignored=False):
     """The JSON lines a program of the notebook prints for these arguments (made-up numbers)."""
     if name == "cupy_pools":
         allocator, sizes = args[0], [int(a) for a in args[2:]]
@@ -108,7 +108,7 @@ def canned(name, args, race_fixed_overwritten=0):
         steps = [{"us": 50.0, "allocated": (i % 8 + 1) * 10 * MiB, "reserved": (i % 8 + 2) * 10 * MiB} for i in range(200)]
         stats = ({"allocated_bytes.all.peak": 9 * MiB, "reserved_bytes.all.peak": 99 * MiB} if asynchronous else
                  {"allocated_bytes.all.peak": 9 * MiB, "segment.all.peak": 3, "num_alloc_retries": 0 or 1})
-        return [{"library": "PyTorch 2.11.0", "backend": backend, "asked": backend, "default_pool": DEFAULT,
+        return [{"library": "PyTorch 2.11.0", "backend": "native" if backend_ignored else backend, "asked": backend, "default_pool": DEFAULT,
                  "came_from": DEFAULT if asynchronous else 0, "before": _state(0),
                  "after": _state(UINT64_MAX if asynchronous else 0)},
                 {"empty_cache": True, "in_use": 16 * MiB,
@@ -181,6 +181,8 @@ def test_the_cells_read_canned_output(tmp_path):
     assert len(ns["SUMMARY"]) == 7, [s for s, _, _ in ns["SUMMARY"]]
 
 
-def test_a_race_after_the_fix_fails_the_check(tmp_path):
-    with pytest.raises(AssertionError, match="once A waits for B"):
-        run_notebook(tmp_path, race_fixed_overwritten=5)
+@pytest.mark.parametrize("bad, message", [({"race_fixed_overwritten": 5}, "once A waits for B"),
+                                          ({"backend_ignored": True}, "did not take the backend")])
+def test_a_wrong_result_fails_its_check(tmp_path, bad, message):
+    with pytest.raises(AssertionError, match=message):
+        run_notebook(tmp_path, **bad)
