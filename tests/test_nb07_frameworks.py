@@ -1,0 +1,188 @@
+"""Notebook 07's Python programs and the cells that read their output.
+
+The programs only measure on a GPU; here they must fail cleanly without one. The cells that read their output
+run on canned JSON lines shaped like the programs' (the numbers are made up for the test, never recorded),
+so a broken table, plot or check shows before a GPU run, and a wrong result must fail a check.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "07_frameworks.ipynb"
+sys.path.insert(0, str(ROOT))
+import streamalloc as sa  # noqa: E402
+
+MiB = 1 << 20
+UINT64_MAX = 2**64 - 1
+DEFAULT, CREATED, RMM_POOL = 0x5000, 0x6000, 0x7000
+
+
+def cells():
+    return [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def programs():
+    """{file name: source} of every program the notebook writes with %%writefile."""
+    out = {}
+    for c in cells():
+        src = "".join(c["source"])
+        if src.startswith("%%writefile"):
+            first, _, body = src.partition("\n")
+            out[first.rsplit("/", 1)[1]] = body
+    return out
+
+
+def test_the_notebook_writes_its_five_programs():
+    assert sorted(programs()) == ["cuda_core_pools.py", "cupy_pools.py", "cupy_race.py", "rmm_pools.py", "torch_alloc.py"]
+    for name, src in programs().items():
+        compile(src, name, "exec")
+        assert "usage:" in src and "json.dumps" in src, name
+
+
+def _gpu_here():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+ARGS = {"cupy_pools.py": ["MemoryPool", "3", str(MiB)], "cupy_race.py": [str(MiB), "1000"],
+        "torch_alloc.py": ["native", "3", str(4 * MiB), str(MiB)], "rmm_pools.py": ["own", "3", str(MiB), str(MiB)],
+        "cuda_core_pools.py": ["3", str(MiB)]}
+
+
+@pytest.mark.parametrize("name", sorted(ARGS))
+def test_programs_fail_cleanly_without_a_gpu(name, tmp_path):
+    if _gpu_here():
+        pytest.skip("a GPU is here: the notebook runs these programs live")
+    path = tmp_path / name
+    path.write_text(programs()[name])
+    done = subprocess.run([sys.executable, str(path), *ARGS[name]], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode != 0
+    assert not [line for line in done.stdout.splitlines() if line.startswith("{")], "no numbers without a GPU"
+    assert f"{name} needs" in done.stderr and "GPU" in done.stderr, done.stderr
+
+
+# -- canned output, shaped like each program's -------------------------------------------------------------------
+def _state(threshold, reserved=0, used=0):
+    return {"threshold": threshold, "reserved": reserved, "used": used}
+
+
+def _loops(sizes, slow=300.0, fast=20.0, **extra):
+    lines = []
+    for n in sizes:
+        lines.append({"size": n, "loop": "preallocated", "us": [fast + i % 3 for i in range(5)]})
+        lines.append({"size": n, "loop": "allocate-use-free", "us": [slow + i for i in range(5)],
+                      "default_pool": _state(0), **extra})
+    return lines
+
+
+def canned(name, args, race_fixed_overwritten=0, backend_ignored=False):
+    """The JSON lines a program of the notebook prints for these arguments (made-up numbers)."""
+    if name == "cupy_pools":
+        allocator, sizes = args[0], [int(a) for a in args[2:]]
+        after = UINT64_MAX if allocator == "MemoryAsyncPool" else 0
+        lines = [{"library": "CuPy 14.2.0", "allocator": allocator, "same_pool": True, "default_pool": DEFAULT,
+                  "came_from": 0 if allocator == "MemoryPool" else DEFAULT, "before": _state(0),
+                  "after": _state(after), "limit": after if allocator == "MemoryAsyncPool" else None,
+                  "CUPY_GPU_MEMORY_LIMIT": None}]
+        if allocator == "MemoryAsyncPool":
+            lines.append({"current_demo": True, "created_pool": CREATED, "came_from": CREATED,
+                          "created_state": _state(UINT64_MAX, 2 * MiB, MiB), "came_from_after_reset": DEFAULT})
+        return lines + _loops(sizes, cupy_cache=sizes[-1])
+    if name == "cupy_race":
+        n = int(args[0])
+        return [{"allocator": a, "a_waits_for_b": w, "same_address": True,
+                 "overwritten": race_fixed_overwritten if w else n, "elements": n}
+                for a in ("MemoryPool", "MemoryAsyncPool") for w in (False, True)]
+    if name == "torch_alloc":
+        backend, sizes = args[0], [int(a) for a in args[3:]]
+        asynchronous = backend == "cudaMallocAsync"
+        steps = [{"us": 50.0, "allocated": (i % 8 + 1) * 10 * MiB, "reserved": (i % 8 + 2) * 10 * MiB} for i in range(200)]
+        stats = ({"allocated_bytes.all.peak": 9 * MiB, "reserved_bytes.all.peak": 99 * MiB} if asynchronous else
+                 {"allocated_bytes.all.peak": 9 * MiB, "segment.all.peak": 3, "num_alloc_retries": 0 or 1})
+        return [{"library": "PyTorch 2.11.0", "backend": "native" if backend_ignored else backend, "asked": backend, "default_pool": DEFAULT,
+                 "came_from": DEFAULT if asynchronous else 0, "before": _state(0),
+                 "after": _state(UINT64_MAX if asynchronous else 0)},
+                {"empty_cache": True, "in_use": 16 * MiB,
+                 "before": {"allocated": 16 * MiB, "reserved": 80 * MiB, "default_pool": _state(0, 82 * MiB)},
+                 "after": {"allocated": 16 * MiB, "reserved": 16 * MiB, "default_pool": _state(0, 16 * MiB)}},
+                {"varying": True, "steps": steps, "max_allocated": 80 * MiB, "max_reserved": 100 * MiB},
+                {"memory_stats": True, "keys": 120, "nonzero": stats}] + _loops(sizes, reserved=0)
+    if name == "rmm_pools":
+        mode = args[0]
+        doc = ("Memory resource that uses cudaMallocAsync/cudaFreeAsync ... initial_pool_size : int | str, optional "
+               "Initial pool size in bytes. If provided, the pool will be primed by allocating and immediately "
+               "deallocating this amount of memory ... If not provided, the release threshold is set to the maximum "
+               "representable uint64_t value")
+        if mode == "own":
+            initial, sizes = int(args[2]), [int(a) for a in args[3:]]
+            made = [{"library": "RMM 26.10.0", "initial_pool_size": size, "device_memory_taken": size or 0,
+                     "came_from": RMM_POOL, "default_pool": DEFAULT, "own_pool": True,
+                     "pool": _state(UINT64_MAX, max(size or 0, 2 * MiB)), "before": _state(0), "after": _state(0),
+                     "doc": doc} for size in (initial, None)]
+            return made + _loops(sizes)
+        n = int(args[1])
+        separate = mode == "separate"
+        return [{"mode": mode, "round": r, "size": n, "rmm_pool_is_default": mode == "shared-default-pool",
+                 "cupy_pool_is_default": mode != "shared-through-rmm", "one_pool": not separate,
+                 "reserved": (2 if separate else 1) * n, "thresholds": [UINT64_MAX] * (2 if separate else 1),
+                 "device_memory_taken": (2 if separate else 1) * n} for r in range(3)]
+    if name == "cuda_core_pools":
+        sizes = [int(a) for a in args[1:]]
+        return [{"library": "cuda.core 1.2.0", "api": "cuda.core", "same_pool": True, "default_pool": DEFAULT,
+                 "came_from": DEFAULT, "before": _state(0), "after": _state(UINT64_MAX), "own_view": UINT64_MAX}] \
+            + _loops(sizes)
+    raise AssertionError(f"the notebook runs a program the test does not know: {name}")
+
+
+class CannedLesson:
+    """Stands in for sa.start(...): run() returns canned output for a program, as a replay would."""
+
+    label = "TEST GPU, replayed from a recording of today (canned output for a unit test)"
+    live = False
+
+    def __init__(self, build, **bad):
+        self.build, self.bad, self.requires = build, bad, {}
+        self.machine = sa.gpu.Machine(gpu="TEST GPU", memory_free=80 << 30, memory_total=80 << 30)
+
+    def run(self, file, args=(), timeout=120, requires=()):
+        name = Path(file).stem
+        self.requires[name] = tuple(requires)
+        args = [str(a) for a in args]
+        lines = canned(name, args, **self.bad)
+        return sa.lesson.Result(name, args, "\n".join(json.dumps(x) for x in lines) + "\n", "", 0.0, True, self.label)
+
+
+def run_notebook(tmp_path, **bad):
+    import matplotlib
+    matplotlib.use("Agg")
+    lesson = CannedLesson(tmp_path, **bad)
+    ns = {"sa": sa, "lesson": lesson}
+    for i, c in enumerate(cells()):
+        src = "".join(c["source"])
+        if src.startswith("%%writefile") or "sa.start(" in src:
+            continue
+        exec(compile(src, f"07_frameworks cell {i}", "exec"), ns)
+    return lesson, ns
+
+
+def test_the_cells_read_canned_output(tmp_path):
+    lesson, ns = run_notebook(tmp_path)
+    assert lesson.requires["torch_alloc"] == ("cupy", "torch") and lesson.requires["rmm_pools"] == ("cupy", "rmm")
+    assert lesson.requires["cuda_core_pools"] == ("cupy", "cuda.core")
+    assert len(ns["SUMMARY"]) == 7, [s for s, _, _ in ns["SUMMARY"]]
+
+
+@pytest.mark.parametrize("bad, message", [({"race_fixed_overwritten": 5}, "once A waits for B"),
+                                          ({"backend_ignored": True}, "did not take the backend")])
+def test_a_wrong_result_fails_its_check(tmp_path, bad, message):
+    with pytest.raises(AssertionError, match=message):
+        run_notebook(tmp_path, **bad)
