@@ -10,6 +10,7 @@
 //   course::fill<<<grid(n),256,0,s>>>(p, n, v)   writes v to p[0..n)
 //   course::grid(n)               blocks for a grid-stride kernel over n elements
 //   course::pool_attr(pool, attr) one attribute of a memory pool (reserved, used, threshold, ...)
+//   course::graph_attr(dev, attr) the same for the graph allocator (cudaDeviceGetGraphMemAttribute)
 //   course::arg_size(argv[i]), arg_int(argv[i])  command-line numbers, with a clear error
 //   course::Json().add("k", v).add("us", vector).print();  one JSON object per line, for Python
 #pragma once
@@ -104,6 +105,13 @@ inline unsigned grid(size_t n, unsigned threads = 256) {
 inline uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
     uint64_t v = 0;
     CHECK(cudaMemPoolGetAttribute(pool, attr, &v));
+    return v;
+}
+
+// The graph allocator's counterpart: cudaGraphMemAttrUsedMemCurrent, ...ReservedMemCurrent, ...High.
+inline uint64_t graph_attr(int device, cudaGraphMemAttributeType attr) {
+    uint64_t v = 0;
+    CHECK(cudaDeviceGetGraphMemAttribute(device, attr, &v));
     return v;
 }
 
