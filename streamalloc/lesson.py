@@ -139,8 +139,8 @@ class Lesson:
                     f"install {pkgs}` (in a notebook: `%pip install {pkgs}`), then restart the kernel.")
             try:
                 res = self._replayed(name, key_source, args)
-            except MissingRecording as e:
-                raise MissingRecording(f"{what}, and there is no recording to show instead: {e}") from None
+            except RecordingError as e:
+                raise type(e)(f"{what}, and the reference holds no recording of this run to show instead: {e}") from None
             res.note = note
             print(note)
             return res
