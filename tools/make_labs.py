@@ -100,14 +100,13 @@ def hand_edited(path: Path, expected_text: str) -> bool:
     """Whether a lab holds edits this script did not make: its cells differ from the hash it was written with
     (or, in a lab from before the marker, from what this script writes now)."""
     try:
-        nb = json.loads(path.read_text())
-    except (OSError, ValueError):
+        nb = nbformat.reads(path.read_text(), as_version=4)
+    except Exception:  # not a notebook any more: certainly not what this script wrote
         return True
-    cells = nb.get("cells")
-    mark = nb.get("metadata", {}).get(MARKER)
+    mark = nb.metadata.get(MARKER)
     if isinstance(mark, dict) and "cells_sha256" in mark:
-        return cells_hash(cells) != mark["cells_sha256"]
-    return cells != json.loads(expected_text)["cells"]
+        return cells_hash(nb.cells) != mark["cells_sha256"]
+    return nb.cells != nbformat.reads(expected_text, as_version=4).cells
 
 
 def write_atomically(path: Path, text: str) -> None:
