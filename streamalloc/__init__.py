@@ -13,14 +13,15 @@ labchecks, sanitizer) load on first use (`sa.plots.figure(...)` imports plots th
 import importlib
 
 from . import cuda, gpu, measure, replay
-from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, ProgramFailed, ProgramTimedOut,
+from .errors import (BrokenRecording, CompileError, CourseError, MissingRecording, NoGPU, NvccNotFound, ProgramFailed, ProgramTimedOut,
                      RecordingError, SanitizerNotFound, StaleRecording)
 from .lesson import Lesson, Result, start
 
 _LAZY = ("checks", "labchecks", "plots", "sanitizer", "widgets", "runner", "cli")
 
 __all__ = ["start", "Lesson", "Result", "CourseError", "CompileError", "NvccNotFound", "ProgramFailed",
-           "ProgramTimedOut", "RecordingError", "MissingRecording", "StaleRecording", "SanitizerNotFound",
+           "ProgramTimedOut", "RecordingError", "MissingRecording", "StaleRecording", "BrokenRecording", "SanitizerNotFound",
+           "NoGPU",
            "cuda", "gpu", "measure", "replay", *_LAZY]
 
 

@@ -45,6 +45,10 @@ class NvccNotFound(CourseError):
     pass
 
 
+class NoGPU(CourseError):
+    """STREAMALLOC_MODE=live was asked for, and there is no GPU with memory pools here."""
+
+
 class SanitizerNotFound(CourseError):
     """compute-sanitizer is not installed where the course looks; the message says how to get it."""
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from . import cuda, gpu, measure, replay
-from .errors import MissingRecording, RecordingError
+from .errors import CompileError, MissingRecording, NoGPU, RecordingError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -53,7 +53,10 @@ class Lesson:
     def __init__(self, name: str, quiet: bool = False):
         self.name = name
         self.here = gpu.probe()
-        self.mode = gpu.decide(self.here)
+        try:
+            self.mode = gpu.decide(self.here)
+        except RuntimeError as e:  # STREAMALLOC_MODE=live without a usable GPU
+            raise NoGPU(str(e)) from None
         if not self.here.gpu and not self.mode.live and os.environ.get("STREAMALLOC_MODE", "").strip().lower() != "replay" \
                 and not cuda.driver_present():
             self.mode = gpu.Mode(False, "no GPU found (this machine has no NVIDIA driver)")
@@ -127,7 +130,7 @@ class Lesson:
             raise ValueError(f"{path.name} is a Python program: it takes no nvcc flags")
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist: run the %%writefile cell that writes it first")
-        exe = None if python else self.compile(path, flags)
+        exe = check_python(path) if python else self.compile(path, flags)
         key_source = self.key_source(path, flags)
         if not self.live:
             return self._replayed(name, key_source, args)
@@ -197,6 +200,16 @@ class Lesson:
             replay.save(self.machine, self.name, name, key_source, args, {"data": text, "seconds": seconds},
                         program_sha=self._programs.get(source))
         return Result(name, args, "", "", seconds, False, self.label, json.loads(text))
+
+
+def check_python(path: Path) -> None:
+    """A Python program that does not parse is a CompileError (file:line), live and in replay, like nvcc's."""
+    try:
+        compile(path.read_text(), str(path), "exec")
+    except SyntaxError as e:
+        where = f"{path.name}:{e.lineno}"
+        raise CompileError(f"{path.name} is not valid Python: {where}: {e.msg}\n{(e.text or '').rstrip()}",
+                           str(e), where) from None
 
 
 PIP_NAMES = {"cupy": "cupy-cuda12x", "torch": "torch", "rmm": "rmm-cu12", "cuda.core": "cuda-core",

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from streamalloc import cuda, gpu, lesson as lesson_mod, replay
-from streamalloc.errors import RecordingError, ProgramFailed, ProgramTimedOut, StaleRecording
+from streamalloc.errors import CompileError, NoGPU, RecordingError, ProgramFailed, ProgramTimedOut, StaleRecording
 
 GPU = gpu.Machine(gpu="NVIDIA Test GPU", compute_capability="9.0", pools_supported=True, driver="1.0",
                   driver_cuda="13.0", nvcc="13.0", date="2026-01-01", memory_free=1 << 30)
@@ -145,3 +145,19 @@ def test_no_gpu_at_all_says_no_gpu_found(course, monkeypatch, capsys):
     lesson_mod.start("test_lesson")
     out = capsys.readouterr().out
     assert "no GPU found" in out and "insufficient" not in out
+
+
+def test_a_python_program_that_does_not_parse_is_a_compile_error_in_both_modes(course):
+    for live in (True, False):
+        lesson = course(live=live)
+        (lesson.build / "typo.py").write_text("import json\nprint(json.dumps({'a': 1})\n")
+        with pytest.raises(CompileError, match="typo.py is not valid Python: typo.py:2") as e:
+            lesson.run("typo.py")
+        assert e.value.location == "typo.py:2"
+
+
+def test_live_without_a_gpu_is_one_clear_error(course, monkeypatch):
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.Machine(problem="CUDA found no GPU"))
+    monkeypatch.setenv("STREAMALLOC_MODE", "live")
+    with pytest.raises(NoGPU, match="STREAMALLOC_MODE=live was set, but there is no usable GPU"):
+        lesson_mod.start("test_lesson")

@@ -79,3 +79,19 @@ def test_the_summary_stays_a_table_whatever_the_error_holds(tmp_path):
         unescaped = line.replace("\\\\", "").replace("\\|", "")
         assert unescaped.count("|") == 6, line
     assert "x \\| y<br>second line<br>third \\\\\\| line" in table[2]
+
+
+def test_cells_papermill_adds_are_not_counted(tmp_path):
+    """papermill's copy may start with an injected parameters cell and error banners; the number is the source's."""
+    nb = nbformat.v4.new_notebook()
+    injected = nbformat.v4.new_code_cell("x = 2", metadata={"tags": ["injected-parameters"]})
+    banner = nbformat.v4.new_markdown_cell("An Exception was encountered", metadata={"tags": ["papermill-error-cell-tag"]})
+    failing = nbformat.v4.new_code_cell("lesson.run('broken.cu')", execution_count=3)
+    failing.outputs = [nbformat.v4.new_output("error", ename="CompileError", evalue="broken.cu does not compile",
+                                              traceback=[])]
+    nb.cells = [banner, nbformat.v4.new_markdown_cell("# Title"), injected, nbformat.v4.new_code_cell("y = 1", execution_count=1),
+                banner, failing]
+    path = tmp_path / "executed.ipynb"
+    nbformat.write(nb, str(path))
+    assert runner.notebook_problem(path) == ("cell 3 of 3 (lesson.run('broken.cu')): CompileError: broken.cu does not "
+                                             "compile")
