@@ -2,7 +2,9 @@
 
 Arguments are always a list (never a shell string). Failures raise a CourseError whose message
 names the problem: a compile error with nvcc's file:line, a crash with the program's stderr, a
-hang killed at the timeout, no nvcc with how to get it.
+hang killed at the timeout, no nvcc with how to get it, a driver older than the toolkit (or no GPU at all)
+in words. nvcc and the programs run in their own process group: a timeout or an interrupt kills everything
+they started, and a failed build leaves no file behind (nvcc's temporaries go to a folder of its own).
 """
 from __future__ import annotations
 
