@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from streamalloc import gpu, replay, runner
+from streamalloc import cuda, gpu, replay, runner
 
 collect_ignore = ["build", ".venv", ".site", "recordings", "tools"]
 _machine = None
@@ -30,7 +30,7 @@ def pytest_configure(config):
 def pytest_report_header(config):
     ref = replay.reference()
     lines = [f"streamalloc: {MODE.name.upper()} mode: {MODE.reason}",
-             f"streamalloc: this machine: {_machine.describe()}; nvcc {_machine.nvcc or 'not found'}"]
+             f"streamalloc: this machine: {_machine.describe() if _machine.gpu or cuda.driver_present() else 'no GPU found'}; nvcc {_machine.nvcc or 'not found'}"]
     if not MODE.live:
         lines.append(f"streamalloc: replaying recordings of {ref or 'nothing (recordings/ is empty)'}")
     return lines
