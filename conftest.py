@@ -1,27 +1,36 @@
 """How pytest runs the course: unit tests in tests/, and every notebook through nbval.
 
 The mode (live on a GPU with memory pools, or replay) is decided once, here, shown in the pytest
-header, and handed to every notebook kernel through STREAMALLOC_MODE. A cell tagged
-`raises-exception` must raise (nbval alone accepts a cell that does not); if the cell's metadata names
-`expected_exception`, the error must be of that class.
+header, and handed to every notebook kernel through STREAMALLOC_MODE. STREAMALLOC_MODE=live without a
+usable GPU stops pytest with one line (a usage error). A cell tagged `raises-exception` must raise (nbval
+alone accepts a cell that does not); if the cell's metadata names `expected_exception`, the error must be
+of that class.
 """
 import os
 
 import pytest
 
-from streamalloc import gpu, replay, runner
-
-_machine = gpu.probe()
-MODE = gpu.decide(_machine)
-os.environ["STREAMALLOC_MODE"] = MODE.name
+from streamalloc import cuda, gpu, replay, runner
 
 collect_ignore = ["build", ".venv", ".site", "recordings", "tools"]
+_machine = None
+MODE = None
+
+
+def pytest_configure(config):
+    global _machine, MODE
+    _machine = gpu.probe()
+    try:
+        MODE = gpu.decide(_machine)
+    except (RuntimeError, ValueError) as e:  # STREAMALLOC_MODE=live on a machine without a usable GPU
+        raise pytest.UsageError(str(e)) from None
+    os.environ["STREAMALLOC_MODE"] = MODE.name
 
 
 def pytest_report_header(config):
     ref = replay.reference()
     lines = [f"streamalloc: {MODE.name.upper()} mode: {MODE.reason}",
-             f"streamalloc: this machine: {_machine.describe()}; nvcc {_machine.nvcc or 'not found'}"]
+             f"streamalloc: this machine: {_machine.describe() if _machine.gpu or cuda.driver_present() else 'no GPU found'}; nvcc {_machine.nvcc or 'not found'}"]
     if not MODE.live:
         lines.append(f"streamalloc: replaying recordings of {ref or 'nothing (recordings/ is empty)'}")
     return lines

@@ -1,15 +1,35 @@
 """streamalloc: the helper package of the stream-ordered allocator course.
 
 Modules, each named by its job: gpu (finding the GPU, live or replay), cuda (building and running
-CUDA), measure (reading and summarizing measurements), replay (recordings), lesson (what a notebook
-calls), plots, widgets, sanitizer (running compute-sanitizer and reading its report), checks (the
-machinery of a lab's check), labchecks (the four labs' checks), runner (runs every notebook), cli
-(the command line).
+CUDA), measure (reading and summarizing measurements; med, mib, nbytes), replay (recordings), lesson
+(what a notebook calls), plots, widgets, sanitizer (running compute-sanitizer and reading its report),
+checks (the machinery of a lab's check), labchecks (the four labs' checks), runner (runs every
+notebook), cli (the command line).
+
+Importing the package is cheap: the modules that need matplotlib or IPython (plots, widgets, checks,
+labchecks, sanitizer) load on first use (`sa.plots.figure(...)` imports plots then), so
+`python -m streamalloc info` imports neither.
 """
-from . import checks, cuda, gpu, labchecks, measure, plots, replay, sanitizer, widgets
-from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, ProgramFailed, ProgramTimedOut,
+import importlib
+
+from . import cuda, gpu, measure, replay
+from .errors import (BrokenRecording, CompileError, CourseError, MissingRecording, NoGPU, NvccNotFound, ProgramFailed, ProgramTimedOut,
                      RecordingError, SanitizerNotFound, StaleRecording)
 from .lesson import Lesson, Result, start
 
+_LAZY = ("checks", "labchecks", "plots", "sanitizer", "widgets", "runner", "cli")
+
 __all__ = ["start", "Lesson", "Result", "CourseError", "CompileError", "NvccNotFound", "ProgramFailed",
-           "ProgramTimedOut", "RecordingError", "MissingRecording", "StaleRecording", "SanitizerNotFound"]
+           "ProgramTimedOut", "RecordingError", "MissingRecording", "StaleRecording", "BrokenRecording", "SanitizerNotFound",
+           "NoGPU",
+           "cuda", "gpu", "measure", "replay", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'streamalloc' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

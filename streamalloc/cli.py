@@ -13,36 +13,55 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m streamalloc", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="show this machine and whether the course runs live or replays")
-    r = sub.add_parser("run", help="run every notebook headless (papermill) and print a summary")
+    r = sub.add_parser("run", help="run every notebook headless (papermill) and print a summary; the executed "
+                                   "copies go under build/executed/")
     r.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/, solutions/, labs/)")
     r.add_argument("--kernel", default="python3")
     r.add_argument("--no-progress", action="store_true")
-    rec = sub.add_parser("record", help="on a GPU: run notebooks and solutions live and write recordings/")
+    rec = sub.add_parser("record", help="on a GPU: run notebooks and solutions live and write recordings/<set>/ "
+                                        "($STREAMALLOC_RECORD_TO, else the GPU's name)")
     rec.add_argument("paths", nargs="*")
     rec.add_argument("--kernel", default="python3")
     rec.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
+    try:
+        return _command(a)
+    except RuntimeError as e:  # STREAMALLOC_MODE=live without a usable GPU: one line, not a traceback
+        print(f"python -m streamalloc {a.command}: {e}", file=sys.stderr)
+        return 2
+
+
+def _command(a) -> int:
 
     if a.command == "info":
         m = gpu.probe()
         print(json.dumps(m.to_dict(), indent=1))
         print(gpu.decide(m))
-        print("recordings:", ", ".join(replay.available()) or "none")
+        print("recordings:", ", ".join(replay.available()) or "none", "| replay shows:", replay.reference() or "nothing")
         return 0
     if a.command == "run":
-        rows = runner.run(a.paths, kernel=a.kernel, progress=not a.no_progress)
-        return 0 if all(r["result"] == "passed" for r in rows) else 1
+        try:
+            rows = runner.run(a.paths, kernel=a.kernel, progress=not a.no_progress)
+        except runner.NoNotebooks as e:
+            print(f"python -m streamalloc run: {e}", file=sys.stderr)
+            return 2
+        return 0 if rows and all(r["result"] == "passed" for r in rows) else 1
     if a.command == "record":
-        mode = gpu.decide(gpu.probe())
+        mode_machine = gpu.probe()
+        mode = gpu.decide(mode_machine)
         if not mode.live:
             print(f"The recorder needs a GPU with memory pools, and {mode.reason}.", file=sys.stderr)
             return 2
         os.environ["STREAMALLOC_RECORD"] = "1"
         paths = a.paths or [str(runner.REPO / "notebooks"), str(runner.REPO / "solutions")]
-        rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel,
-                          progress=not a.no_progress)
-        print(f"recordings written under {replay.root()}")
-        return 0 if all(r["result"] == "passed" for r in rows) else 1
+        try:
+            rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel,
+                              progress=not a.no_progress)
+        except runner.NoNotebooks as e:
+            print(f"python -m streamalloc record: {e}", file=sys.stderr)
+            return 2
+        print(f"recordings written under {replay.root() / replay.record_to(mode_machine)}")
+        return 0 if rows and all(r["result"] == "passed" for r in rows) else 1
     return 2
 
 

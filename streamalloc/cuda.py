@@ -2,7 +2,9 @@
 
 Arguments are always a list (never a shell string). Failures raise a CourseError whose message
 names the problem: a compile error with nvcc's file:line, a crash with the program's stderr, a
-hang killed at the timeout, no nvcc with how to get it.
+hang killed at the timeout, no nvcc with how to get it, a driver older than the toolkit (or no GPU at all)
+in words. nvcc and the programs run in their own process group: a timeout or an interrupt kills everything
+they started, and a failed build leaves no file behind (nvcc's temporaries go to a folder of its own).
 """
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ import dataclasses
 import hashlib
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,18 +64,35 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     exe = out_dir / f"{source.stem}-{digest}"
     if exe.is_file():
         return exe
-    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    cmd = [nvcc, *cmd_flags, "-o", str(tmp), str(source)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise CompileError(f"nvcc took longer than {timeout:.0f} s to compile {source.name}", "", None) from None
-    log = (proc.stdout + proc.stderr).strip()
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise compile_error(source, log)
-    tmp.replace(exe)
+    # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
+    with tempfile.TemporaryDirectory(prefix=f".nvcc-{source.stem}-", dir=out_dir) as work:
+        tmp = Path(work) / exe.name
+        cmd = [nvcc, *cmd_flags, "-o", str(tmp), str(source)]
+        env = {**os.environ, "TMPDIR": work}
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)  # its own process group: cicc, ptxas, gcc die with it
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:  # the timeout, or an interrupt from the notebook
+            _kill_group(proc)
+            if isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                raise CompileError(f"nvcc took longer than {timeout:g} s to compile {source.name} and was stopped "
+                                   "(with everything it started)", "", None) from None
+            raise
+        log = (out + err).strip()
+        if proc.returncode != 0:
+            raise compile_error(source, log)
+        os.replace(tmp, exe)
     return exe
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill a process started with start_new_session=True and everything it started, and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.communicate()
 
 
 _NVCC_ERROR = re.compile(r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$", re.M)
@@ -120,7 +142,49 @@ _HINTS = {  # CUDA errors a learner meets by asking too much, and what to do abo
 
 
 def _hint(stderr: str) -> str:
-    return "".join(f"\n{text}" for err, text in _HINTS.items() if err in stderr)
+    hints = "".join(f"\n{text}" for err, text in _HINTS.items() if err in stderr)
+    if "cudaErrorInsufficientDriver" in stderr or "CUDA driver version is insufficient" in stderr:
+        hints += "\n" + driver_hint()
+    elif "cudaErrorNoDevice" in stderr or "no CUDA-capable device" in stderr:
+        hints += "\nNo GPU found: the program needs a CUDA GPU, and CUDA sees none on this machine."
+    return hints
+
+
+def driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver at all (its device files, its /proc entry or nvidia-smi)."""
+    return (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")
+            or shutil.which("nvidia-smi") is not None)
+
+
+def driver_cuda_from_smi() -> str | None:
+    """The newest CUDA the driver supports, as nvidia-smi prints it ("CUDA Version: 12.8"), or None."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def driver_hint(toolkit: str | None = None, driver_cuda: str | None = None) -> str:
+    """What cudaErrorInsufficientDriver means here: no GPU at all, or a toolkit newer than the driver."""
+    if not driver_present():
+        return ("No GPU found: this machine has no NVIDIA driver, so no CUDA program can run here "
+                "(CUDA reports that as 'CUDA driver version is insufficient'). Use a machine or a Colab runtime "
+                "with a GPU; without one the course replays its recordings.")
+    toolkit = toolkit or gpu.nvcc_version()
+    if driver_cuda is None:
+        m = gpu.probe()
+        driver_cuda = m.driver_cuda or driver_cuda_from_smi()
+    return (f"The program was built with the CUDA {toolkit or '?'} toolkit (nvcc {toolkit or 'unknown'}), and this "
+            f"GPU's driver supports CUDA {driver_cuda or 'an older version (nvidia-smi shows which)'}: a program "
+            "needs a driver at least as new as the toolkit's major version. Use a toolkit no newer than the "
+            f"driver's CUDA{' ' + driver_cuda if driver_cuda else ''}, for example with conda: "
+            f"`conda install -c conda-forge cuda-nvcc cuda-cudart-dev cuda-version={driver_cuda or '12.0'}` "
+            "(or update the driver).")
 
 
 def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,
@@ -138,10 +202,13 @@ def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, c
                             start_new_session=True)  # its own process group, so a hang is killed whole
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
+    except KeyboardInterrupt:  # the notebook was interrupted: the program goes too
+        _kill_group(proc)
+        raise
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             pass
         stdout, stderr = proc.communicate()
         raise ProgramTimedOut(

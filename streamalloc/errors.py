@@ -1,12 +1,52 @@
-"""The course's errors: each one says in words what went wrong and what to do."""
+"""The course's errors: each one says in words what went wrong and what to do.
+
+In IPython and Jupyter a CourseError shows as its message alone, without the frames of this package
+(IPython asks an exception for `_render_traceback_`). The full traceback stays one call away: `%tb verbose`
+right after the error (or `%xmode verbose` for every error), or `err.full_traceback()` on the exception
+(`import sys; sys.last_value.full_traceback()` in IPython).
+"""
+from __future__ import annotations
+
+import traceback
+
+FULL_TRACEBACK_HINT = "(where it came from: run `%tb verbose`)"
 
 
 class CourseError(Exception):
     """Something a learner can fix or must know about; the message says what and how."""
 
+    def full_traceback(self) -> str:
+        """The whole traceback, helper-package frames included, as text."""
+        return "".join(traceback.format_exception(type(self), self, self.__traceback__))
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython calls this to show the error. In verbose mode (`%tb verbose`) the full traceback comes back."""
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        except ImportError:  # pragma: no cover - only IPython calls this method
+            shell = None
+        itb = getattr(shell, "InteractiveTB", None)
+        if itb is not None and str(getattr(itb, "mode", "")).lower() == "verbose":
+            return itb.structured_traceback(type(self), self, self.__traceback__)
+        red, reset = ("\x1b[0;31m", "\x1b[0m") if _colors(shell) else ("", "")
+        return [f"{red}{type(self).__name__}{reset}: {self}", "", FULL_TRACEBACK_HINT]
+
+
+def _colors(shell) -> bool:
+    try:
+        return str(shell.colors).lower() not in ("nocolor", "none")
+    except AttributeError:
+        return False
+
 
 class NvccNotFound(CourseError):
     pass
+
+
+class NoGPU(CourseError):
+    """STREAMALLOC_MODE=live was asked for, and there is no GPU with memory pools here."""
 
 
 class SanitizerNotFound(CourseError):
@@ -33,7 +73,7 @@ class ProgramTimedOut(CourseError):
 
 
 class RecordingError(CourseError):
-    """A replay found no recording, or one made from other code: re-record on a GPU."""
+    """A replay found no recording, or one made from other code, or a damaged file: re-record on a GPU."""
 
 
 class MissingRecording(RecordingError):
@@ -42,3 +82,7 @@ class MissingRecording(RecordingError):
 
 class StaleRecording(RecordingError):
     pass
+
+
+class BrokenRecording(RecordingError):
+    """A recording file that cannot be read: truncated, not JSON, or without runs. The message names the file."""

@@ -5,21 +5,27 @@
     res = lesson.run("host_cost.cu", [1 << 20]) # builds, runs, parses; or replays the recording
     res.records                                  # the JSON lines the program printed
 
+    %%writefile {lesson.build}/torch_cost.py   # a Python program, run with this kernel's interpreter
+    res = lesson.run("torch_cost.py", [64], requires=("torch",))
+
 Live, programs run here (and the recorder, STREAMALLOC_RECORD=1, stores their output). In replay
 the source is still written and compiled by nvcc where nvcc exists; the output comes from the
-recording whose key (source and arguments) matches, and every label says it is a replay.
+recording whose key (what the program means, and its arguments: see replay.py) matches, and every
+label says it is a replay.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 from . import cuda, gpu, measure, replay
-from .errors import MissingRecording, RecordingError
+from .errors import CompileError, MissingRecording, NoGPU, RecordingError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,6 +42,7 @@ class Result:
     replayed: bool
     label: str  # "NVIDIA H100 80GB HBM3, live" or "... replayed from a recording of <date> ..."
     data: object = None  # what a Python measurement returned
+    note: str = ""  # why a live lesson shows a replay here (a package it needs is missing), or ""
 
     @property
     def records(self) -> measure.Records:
@@ -46,10 +53,17 @@ class Lesson:
     def __init__(self, name: str, quiet: bool = False):
         self.name = name
         self.here = gpu.probe()
-        self.mode = gpu.decide(self.here)
+        try:
+            self.mode = gpu.decide(self.here)
+        except RuntimeError as e:  # STREAMALLOC_MODE=live without a usable GPU
+            raise NoGPU(str(e)) from None
+        if not self.here.gpu and not self.mode.live and os.environ.get("STREAMALLOC_MODE", "").strip().lower() != "replay" \
+                and not cuda.driver_present():
+            self.mode = gpu.Mode(False, "no GPU found (this machine has no NVIDIA driver)")
         self.build = REPO / "build" / "cuda" / Path.cwd().name / name
         self.build.mkdir(parents=True, exist_ok=True)
         self.reference_gpu = replay.reference()
+        self._programs: dict[str, str] = {}  # key source -> program_sha, for what key_source() made
         if self.mode.live:
             self.machine = self.here
         elif self.reference_gpu:
@@ -71,7 +85,8 @@ class Lesson:
 
     def banner(self) -> str:
         lines = [f"Lesson {self.name}: {self.mode.name.upper()} mode, because {self.mode.reason}."]
-        lines.append(f"  this machine: {self.here.describe()}; nvcc {self.here.nvcc or 'not found'}; "
+        here = self.here.describe() if self.here.gpu or cuda.driver_present() else "no GPU found"
+        lines.append(f"  this machine: {here}; nvcc {self.here.nvcc or 'not found'}; "
                      f"CuPy {self.here.cupy or 'not installed'}")
         if not self.live:
             if self.reference_gpu:
@@ -93,24 +108,53 @@ class Lesson:
         return cuda.build(self.source(file), flags=list(flags), arch=arch)
 
     def key_source(self, path: Path, flags=()) -> str:
-        """What a recording of this program is keyed by (with its arguments): source, course header, flags."""
-        return path.read_text() + cuda.headers_text() + "\n// flags: " + " ".join(flags)
+        """What a recording of this program is keyed by (with its arguments): what it means, its headers, flags."""
+        text = replay.program_key(path, flags)
+        self._programs[text] = replay.source_hash(replay.program_meaning(path))
+        return text
 
-    def run(self, file, args=(), timeout: float = 120, flags=(), name: str | None = None) -> Result:
-        """Build and run a program (live) or replay its recording; raise if either fails."""
+    def run(self, file, args=(), timeout: float = 120, flags=(), name: str | None = None,
+            requires: tuple | list = ()) -> Result:
+        """Build and run a program (live) or replay its recording; raise if either fails.
+
+        A `.cu` program is built with nvcc and run; a `.py` program runs with this kernel's Python
+        (`sys.executable x.py args`), in its own process group with the timeout, exactly like a CUDA
+        program. `requires` names modules a Python program imports (e.g. ("torch",)): live, when one is
+        missing, the reference recording is replayed instead and the Result's note says what to install.
+        """
         path = self.source(file)
         args = [str(a) for a in args]
         name = name or path.stem
-        exe = self.compile(path, flags)
+        python = path.suffix == ".py"
+        if python and flags:
+            raise ValueError(f"{path.name} is a Python program: it takes no nvcc flags")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist: run the %%writefile cell that writes it first")
+        exe = check_python(path) if python else self.compile(path, flags)
         key_source = self.key_source(path, flags)
         if not self.live:
             return self._replayed(name, key_source, args)
-        done = cuda.run(exe, args, timeout=timeout)
+        missing = missing_modules(requires) if python else []
+        if missing:
+            what = f"{path.name} needs {', '.join(missing)}, which this Python cannot import"
+            pkgs = " ".join(pip_name(m) for m in missing)
+            note = (f"{what}: showing the reference recording instead. Install it with `{sys.executable} -m pip "
+                    f"install {pkgs}` (in a notebook: `%pip install {pkgs}`), then restart the kernel.")
+            try:
+                res = self._replayed(name, key_source, args)
+            except RecordingError as e:
+                raise type(e)(f"{what}, and the reference holds no recording of this run to show instead: {e}") from None
+            res.note = note
+            print(note)
+            return res
+        argv0, argv = (sys.executable, [str(path), *args]) if python else (exe, args)
+        done = cuda.run(argv0, argv, timeout=timeout, name=path.name if python else None)
         result = Result(name, args, done.stdout, done.stderr, done.seconds, False, self.label)
         measure.parse(done.stdout)  # a malformed JSON line is an error before it is recorded
         if replay.recording():
             replay.save(self.machine, self.name, name, key_source, args,
-                        {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds})
+                        {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds},
+                        program_sha=self._programs.get(key_source))
         return result
 
     def _replayed(self, name, key_source, args) -> Result:
@@ -136,14 +180,15 @@ class Lesson:
     def measure(self, name: str, fn, params: dict | None = None, source: str = "") -> Result:
         """fn() measures on the GPU and returns JSON-able data; in replay the recorded data comes back.
 
-        The key is the source of fn (and `source`, e.g. a kernel's text) with the params.
+        The key is what fn means (its syntax tree: comments and docstrings do not count), `source` (e.g. a
+        kernel's text, or key_source() of a program) without its comments, and the params.
         """
         params = params or {}
         try:
-            fn_source = inspect.getsource(fn)
+            fn_source = replay.python_meaning(inspect.getsource(fn))
         except (OSError, TypeError):
             fn_source = getattr(fn, "__qualname__", "")
-        key_source = source + "\n" + fn_source
+        key_source = replay.cpp_meaning(source) + "\n" + fn_source
         args = [measure.dumps(params)]
         if not self.live:
             return self._replayed(name, key_source, args)
@@ -152,8 +197,41 @@ class Lesson:
         seconds = time.perf_counter() - t0
         text = json.dumps(data)
         if replay.recording():
-            replay.save(self.machine, self.name, name, key_source, args, {"data": text, "seconds": seconds})
+            replay.save(self.machine, self.name, name, key_source, args, {"data": text, "seconds": seconds},
+                        program_sha=self._programs.get(source))
         return Result(name, args, "", "", seconds, False, self.label, json.loads(text))
+
+
+def check_python(path: Path) -> None:
+    """A Python program that does not parse is a CompileError (file:line), live and in replay, like nvcc's."""
+    try:
+        compile(path.read_text(), str(path), "exec")
+    except SyntaxError as e:
+        where = f"{path.name}:{e.lineno}"
+        raise CompileError(f"{path.name} is not valid Python: {where}: {e.msg}\n{(e.text or '').rstrip()}",
+                           str(e), where) from None
+
+
+PIP_NAMES = {"cupy": "cupy-cuda12x", "torch": "torch", "rmm": "rmm-cu12", "cuda.core": "cuda-core",
+             "cuda.bindings": "cuda-bindings", "cuda": "cuda-python", "numba": "numba", "jax": "jax[cuda12]"}
+
+
+def pip_name(module: str) -> str:
+    """The pip package that provides a module ("cupy" is cupy-cuda12x)."""
+    return PIP_NAMES.get(module, PIP_NAMES.get(module.split(".")[0], module.split(".")[0]))
+
+
+def missing_modules(modules) -> list[str]:
+    """The modules of `modules` that this Python cannot import (found without importing them)."""
+    missing = []
+    for mod in modules:
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):  # a parent package is missing
+            found = False
+        if not found:
+            missing.append(mod)
+    return missing
 
 
 def label(m: gpu.Machine, live: bool) -> str:

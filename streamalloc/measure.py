@@ -1,13 +1,20 @@
-"""Measuring: read the JSON lines programs print, summarize repeats, time calls from Python.
+"""Measuring: read the JSON lines programs print, summarize repeats, and name sizes.
 
-The rules (COURSE.md): warm up first; time device work with events on the stream that does the
-work, host-side API cost with a host clock around the call; repeat and report median and spread.
+The rules (AUTHORING.md, "The CUDA programs"): warm up first; time device work with events on the stream
+that does the work, host-side API cost with a host clock around the call; repeat and report median and
+spread. The notebooks' small helpers live here, one name, one meaning:
+
+    med(values)   the median of repeated measurements, a float
+    mib(n)        n bytes in MiB, a float (for axes and arithmetic)
+    nbytes(n)     n bytes as a human-readable size: 4194304 -> "4 MiB", 1536 -> "1.5 KiB"
+    KiB, MiB, GiB
 """
 from __future__ import annotations
 
 import json
 import statistics
-import time
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
 class Records(list):
@@ -49,34 +56,26 @@ def summary(values) -> dict:
             "n": len(vals)}
 
 
-def host_times(fn, repeat: int = 50, warmup: int = 5) -> list[float]:
-    """Seconds each call of fn() takes on the host clock, after warm-up calls that are not counted."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
+def med(values) -> float:
+    """The median of repeated measurements."""
+    vals = [float(v) for v in values]
+    if not vals:
+        raise ValueError("no measurements to take the median of")
+    return statistics.median(vals)
 
 
-def event_times(fn, stream, repeat: int = 20, warmup: int = 3) -> list[float]:
-    """Milliseconds of device time that fn() enqueues on `stream`, by CuPy events recorded on that stream."""
-    import cupy
+def mib(n) -> float:
+    """Bytes in MiB (2**20 bytes), as a float."""
+    return n / MiB
 
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(repeat):
-        start.record(stream)
-        fn()
-        stop.record(stream)
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return times
+
+def nbytes(n) -> str:
+    """A byte count as people write it: 4194304 -> '4 MiB', 1536 -> '1.5 KiB', 100 -> '100 B'."""
+    n = int(n)
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
 
 
 def dumps(obj) -> str:

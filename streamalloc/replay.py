@@ -1,23 +1,40 @@
 """Recording and replaying: measurements made on a real GPU, stored so that a machine without one
 shows the same figures, marked as replayed.
 
-Layout: recordings/<gpu>/machine.json (the machine and the date) and
-recordings/<gpu>/<lesson>/<name>.json, whose "runs" map a key to the run's raw output. The key is
-a hash of the program's source (with the course header) and its arguments: when the lesson's code
-changes, the old recording no longer matches and replay says to re-record, never falls back.
+Layout: recordings/<set>/machine.json (the machine and the date, gpu.Machine.to_dict()) and
+recordings/<set>/<lesson>/<name>.json, whose "runs" map a key to the run's raw output. A set is one
+reference machine: the recorder writes to $STREAMALLOC_RECORD_TO, else to the slug of the GPU's name;
+replay reads $STREAMALLOC_REFERENCE, else DEFAULT_REFERENCE.
+
+The key is a hash of what a program means and its arguments, so that fixing a comment does not ask for a
+new recording but changing the code does:
+- a CUDA program: its source with comments and blank lines removed and whitespace collapsed
+  (`cpp_meaning`), then each header it #includes (quoted: beside it or in streamalloc/include; angle
+  brackets: streamalloc/include), transitively, normalized the same way, then the build flags
+  (`program_key`);
+- Python (a `.py` program, or a function given to `lesson.measure`): the dump of its syntax tree without
+  docstrings (`python_meaning`); comments are not in the tree.
+Each run stores `source_sha` (the hash of that key source) and, for programs, `program_sha` (the hash of
+the program and its headers without flags), which the freshness test compares with the notebooks.
+When the meaning changes, replay says to re-record, never falls back.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 import re
+import tempfile
+import textwrap
 from pathlib import Path
 
-from .errors import MissingRecording, StaleRecording
+from .errors import BrokenRecording, MissingRecording, StaleRecording
 from .gpu import Machine
 
 ROOT = Path(__file__).resolve().parent.parent / "recordings"
+INCLUDE = Path(__file__).resolve().parent / "include"
+DEFAULT_REFERENCE = "nvidia-h100-80gb-hbm3"  # the H100, CUDA 13: what replay shows unless told otherwise
 RERECORD = "re-record it on a GPU with `make record` (see README.md)"
 
 
@@ -29,6 +46,109 @@ def slug(gpu_name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
 
 
+# -- what a program means -------------------------------------------------------------------------------
+_CPP_TOKENS = re.compile(r"""
+      (?P<raw>R"(?P<delim>[^()\\\s]{0,16})\((?s:.*?)\)(?P=delim)")    # raw string literal
+    | (?P<str>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')                 # string or character literal
+    | (?P<line>//(?:\\\n|[^\n])*)                                        # // comment (with continuations)
+    | (?P<block>/\*(?s:.*?)\*/)                                          # /* comment */
+    | (?P<ws>[ \t\f\v\r]+)
+    """, re.X)
+
+
+def cpp_meaning(source: str) -> str:
+    """C/C++/CUDA source without comments and blank lines, with runs of whitespace collapsed to one space.
+
+    String and character literals are kept as written. Applying it twice gives the same text.
+    """
+    def repl(m: re.Match) -> str:
+        if m["raw"] or m["str"]:
+            return m[0]
+        if m["block"]:
+            return " " if "\n" not in m[0] else "\n"
+        return "" if m["line"] else " "
+
+    text = _CPP_TOKENS.sub(repl, source)
+    return "\n".join(line.strip() for line in text.split("\n") if line.strip())
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def python_meaning(source: str) -> str:
+    """Python source as the dump of its syntax tree, docstrings dropped: comments and layout do not count.
+
+    Text that does not parse on its own (a lambda cut out of a longer line) falls back to the text with
+    whitespace collapsed.
+    """
+    text = textwrap.dedent(source)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        try:
+            tree = ast.parse("(\n" + text.strip().rstrip(",") + "\n)")
+        except SyntaxError:
+            return " ".join(text.split())
+    return _dump(_strip_docstrings(tree))
+
+
+def _dump(node) -> str:
+    """ast.dump, but the same on every Python the course meets (3.10 to 3.13): empty and None fields, which
+    newer versions add (type_params) or stop printing, are left out, and so are expression contexts."""
+    if isinstance(node, ast.AST):
+        fields = [f"{name}={_dump(value)}" for name, value in ast.iter_fields(node)
+                  if value not in (None, []) and name not in ("ctx", "kind", "type_comment")]
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_dump(v) for v in node) + "]"
+    return repr(node)
+
+
+_INCLUDE = re.compile(r'^#\s*include\s*(?:"(?P<quoted>[^"]+)"|<(?P<angle>[^>]+)>)', re.M)
+
+
+def included_headers(path: Path, include_dirs=(INCLUDE,)) -> list[Path]:
+    """The headers a program #includes from its own folder (quoted) or the course's include folder, transitively,
+    in the order first met. System and CUDA headers are not the course's and do not count."""
+    found: list[Path] = []
+
+    def visit(file: Path):
+        for m in _INCLUDE.finditer(cpp_meaning(file.read_text())):
+            where = ([file.parent] if m["quoted"] else []) + [Path(d) for d in include_dirs]
+            for d in where:
+                h = (d / (m["quoted"] or m["angle"])).resolve()
+                if h.is_file():
+                    if h not in found:
+                        found.append(h)
+                        visit(h)
+                    break
+
+    visit(Path(path))
+    return found
+
+
+def program_meaning(path: str | os.PathLike, include_dirs=(INCLUDE,)) -> str:
+    """What a program means, without flags or arguments: its normalized source and its course headers."""
+    path = Path(path)
+    if path.suffix == ".py":
+        return python_meaning(path.read_text())
+    parts = [cpp_meaning(path.read_text())]
+    parts += [f"#file {h.name}\n{cpp_meaning(h.read_text())}" for h in included_headers(path, include_dirs)]
+    return "\n".join(parts)
+
+
+def program_key(path: str | os.PathLike, flags=(), include_dirs=(INCLUDE,)) -> str:
+    """The key source of a program built with these flags: program_meaning, then the flags."""
+    return program_meaning(path, include_dirs) + "\n#flags " + " ".join(map(str, flags))
+
+
 def key(source: str, args) -> str:
     return hashlib.sha256(json.dumps([source, [str(a) for a in args]]).encode()).hexdigest()[:20]
 
@@ -37,42 +157,84 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:20]
 
 
+# -- which set of recordings ------------------------------------------------------------------------------
 def available() -> list[str]:
     r = root()
     return sorted(p.parent.name for p in r.glob("*/machine.json")) if r.is_dir() else []
 
 
 def reference() -> str | None:
-    """The recording to replay: $STREAMALLOC_REFERENCE, else the only one, else the H100's."""
+    """The set to replay: $STREAMALLOC_REFERENCE, else DEFAULT_REFERENCE, else the only one there is."""
     want = os.environ.get("STREAMALLOC_REFERENCE")
     have = available()
     if want:
         if want not in have:
-            raise MissingRecording(f"STREAMALLOC_REFERENCE={want}, but recordings/ holds only {have or 'nothing'}")
+            raise MissingRecording(f"STREAMALLOC_REFERENCE={want}, but recordings/ holds only "
+                                   f"{', '.join(have) or 'nothing'}")
         return want
-    if len(have) > 1:
-        h100 = [h for h in have if "h100" in h]
-        return (h100 or have)[0]
-    return have[0] if have else None
+    if DEFAULT_REFERENCE in have:
+        return DEFAULT_REFERENCE
+    return have[0] if len(have) == 1 else None
+
+
+def record_to(m: Machine) -> str:
+    """The set the recorder writes: $STREAMALLOC_RECORD_TO, else the GPU's name as a slug."""
+    name = os.environ.get("STREAMALLOC_RECORD_TO") or slug(m.gpu or "unknown-gpu")
+    if slug(name) != name:
+        raise ValueError(f"STREAMALLOC_RECORD_TO={name!r}: use lower-case letters, digits and '-' ({slug(name)!r})")
+    return name
+
+
+# -- reading -----------------------------------------------------------------------------------------------
+def read_json(path: Path, what: str = "recording") -> dict:
+    """A recording's JSON, or BrokenRecording naming the file and what is wrong with it."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise BrokenRecording(f"the {what} {path} cannot be read: {e.strerror or e}; {RERECORD}") from None
+    if not text.strip():
+        raise BrokenRecording(f"the {what} {path} is empty (a recorder that stopped while writing?); {RERECORD}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BrokenRecording(f"the {what} {path} is not valid JSON (truncated or edited?): {e.msg} at line "
+                              f"{e.lineno}, column {e.colno}; {RERECORD}") from None
+    if not isinstance(data, dict):
+        raise BrokenRecording(f"the {what} {path} holds a JSON {type(data).__name__}, not an object; {RERECORD}")
+    return data
+
+
+def read_runs(path: Path) -> dict:
+    """The runs of one recording file, checked: each run has its arguments and the hash of its source."""
+    data = read_json(path)
+    runs = data.get("runs")
+    if not isinstance(runs, dict):
+        raise BrokenRecording(f"the recording {path} has no \"runs\" object; {RERECORD}")
+    if not runs:
+        raise BrokenRecording(f"the recording {path} holds no runs: nothing was recorded; {RERECORD}")
+    for k, r in runs.items():
+        if not isinstance(r, dict) or "source_sha" not in r or "args" not in r:
+            raise BrokenRecording(f"the recording {path}: run {k} lacks \"args\" or \"source_sha\"; {RERECORD}")
+    return runs
 
 
 def machine(gpu_dir: str, lesson: str | None = None) -> Machine:
     """The recorded machine; a lesson's own copy holds the free memory its sweeps were sized from."""
     own = root() / gpu_dir / (lesson or "") / "machine.json"
     path = own if lesson and own.is_file() else root() / gpu_dir / "machine.json"
-    return Machine.from_dict(json.loads(path.read_text()))
+    return Machine.from_dict(read_json(path, "machine description"))
 
 
-def _file(gpu_dir: str, lesson: str, name: str) -> Path:
+def path_of(gpu_dir: str, lesson: str, name: str) -> Path:
     return root() / gpu_dir / lesson / f"{name}.json"
 
 
 def load(gpu_dir: str, lesson: str, name: str, source: str, args) -> dict:
     """The recorded run of this source with these arguments, or an error that says what changed."""
-    path = _file(gpu_dir, lesson, name)
+    path = path_of(gpu_dir, lesson, name)
     if not path.is_file():
         raise MissingRecording(f"no recording of {lesson}/{name} for {gpu_dir} ({path} is missing): {RERECORD}")
-    runs = json.loads(path.read_text())["runs"]
+    runs = read_runs(path)
     k = key(source, args)
     if k in runs:
         return runs[k]
@@ -85,18 +247,36 @@ def load(gpu_dir: str, lesson: str, name: str, source: str, args) -> dict:
     raise StaleRecording(f"the recording of {lesson}/{name} on {gpu_dir} does not match: {why}; {RERECORD}")
 
 
+# -- writing -----------------------------------------------------------------------------------------------
+def write_atomically(path: Path, text: str) -> None:
+    """Write a file whole or not at all: a temporary file beside it, then os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 _started: set[Path] = set()  # files this process has begun to write: the first save replaces an old file
 
 
-def save(m: Machine, lesson: str, name: str, source: str, args, run: dict) -> Path:
-    path = _file(slug(m.gpu), lesson, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def save(m: Machine, lesson: str, name: str, source: str, args, run: dict, program_sha: str | None = None) -> Path:
+    """Store one live run under the recorder's set; `program_sha` names the program it ran, when it ran one."""
+    path = path_of(record_to(m), lesson, name)
+    text = json.dumps(m.to_dict(), indent=1, sort_keys=True) + "\n"
     for where in (path.parent.parent, path.parent):  # the GPU's description, and the lesson's own
-        (where / "machine.json").write_text(json.dumps(m.to_dict(), indent=1, sort_keys=True) + "\n")
-    data = json.loads(path.read_text()) if path in _started and path.is_file() else {"runs": {}}
+        write_atomically(where / "machine.json", text)
+    data = {"runs": read_runs(path)} if path in _started and path.is_file() else {"runs": {}}
     _started.add(path)
-    data["runs"][key(source, args)] = {"args": [str(a) for a in args], "source_sha": source_hash(source), **run}
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    entry = {"args": [str(a) for a in args], "source_sha": source_hash(source), **run}
+    if program_sha:
+        entry["program_sha"] = program_sha
+    data["runs"][key(source, args)] = entry
+    write_atomically(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
 
 

@@ -1,29 +1,59 @@
 """The runner: execute every notebook headless with papermill and summarize.
 
 Each notebook runs in its own kernel, in its own folder, in the mode decided once here; the executed
-copies go under build/executed/. The summary (notebook, mode, passed or failed, seconds, the error)
+copies go under build/executed/ at the notebook's path in the repository (a notebook from outside it goes
+under build/executed/outside/): the runner never writes over a notebook, nor outside build/. The summary (notebook, mode, passed or failed, seconds, the error)
 is printed and written to build/summary.json and build/summary.md.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
 from . import gpu
+from .errors import CourseError
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("notebooks", "solutions", "labs")
 
 
+class NoNotebooks(CourseError):
+    """The paths given to the runner name no notebook."""
+
+
 def notebooks(paths=()) -> list[Path]:
-    if paths:
-        found = []
-        for p in map(Path, paths):
-            found += sorted(p.glob("*.ipynb")) if p.is_dir() else [p]
-        return found
-    return [nb for folder in FOLDERS for nb in sorted((REPO / folder).glob("*.ipynb"))]
+    """The notebooks to run: those given (files, or every .ipynb in a folder), else the course's three folders."""
+    if not paths:
+        return [nb for folder in FOLDERS for nb in sorted((REPO / folder).glob("*.ipynb"))]
+    found = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += sorted(p.glob("*.ipynb"))
+        elif p.is_file() and p.suffix == ".ipynb":
+            found.append(p)
+        elif p.exists():
+            raise NoNotebooks(f"{p} is not a notebook (.ipynb) or a folder of notebooks")
+        else:
+            raise NoNotebooks(f"{p} does not exist")
+    if not found:
+        raise NoNotebooks(f"no notebook (.ipynb) in {', '.join(map(str, paths))}")
+    return found
+
+
+def output_path(nb: Path, out_dir: Path) -> Path:
+    """Where the executed copy of a notebook goes: under out_dir, at its path in the repository, or, for a
+    notebook outside the repository, under out_dir/outside/ with its whole path made into one safe name."""
+    nb = nb.resolve()
+    if nb.is_relative_to(REPO):
+        out = out_dir / nb.relative_to(REPO)
+    else:
+        out = out_dir / "outside" / re.sub(r"[^A-Za-z0-9._-]+", "_", str(nb.parent).strip("/")) / nb.name
+    if out.resolve() == nb:
+        raise ValueError(f"the executed copy of {nb} would overwrite it")
+    return out
 
 
 def _first_error(exc: Exception) -> str:
@@ -52,23 +82,55 @@ def cell_problem(cell, outputs) -> str | None:
     return None
 
 
+INJECTED = {"injected-parameters", "papermill-error-cell-tag"}  # cells papermill adds to the executed copy
+
+
+def source_cells(nb) -> list[tuple[int, dict]]:
+    """The executed notebook's cells that come from the source notebook, each with its number there (from 1)."""
+    cells = [c for c in nb.cells if not INJECTED & set(c.get("metadata", {}).get("tags", []))]
+    return list(enumerate(cells, 1))
+
+
+def _where(number: int, total: int, cell) -> str:
+    first = next((ln.strip() for ln in cell.get("source", "").splitlines() if ln.strip()), "")
+    return f"cell {number} of {total}" + (f" ({first[:60]})" if first else "")
+
+
 def notebook_problem(path: Path) -> str:
-    """The first problem in an executed notebook, or ''."""
+    """The first problem in an executed notebook, or '', naming the cell as the source notebook numbers it."""
     import nbformat
 
-    nb = nbformat.read(str(path), as_version=4)
-    for i, cell in enumerate(nb.cells):
+    cells = source_cells(nbformat.read(str(path), as_version=4))
+    for n, cell in cells:
         if cell.cell_type == "code" and cell.get("execution_count") is not None:
             problem = cell_problem(cell, cell.get("outputs", []))
             if problem:
-                return f"cell {i}: {problem}"[:300]
+                return f"{_where(n, len(cells), cell)}: {problem}"[:400]
     return ""
+
+
+def timeout_problem(path: Path, limit: float) -> str:
+    """A timeout in words: which cell (numbered as in the source notebook) ran past which limit."""
+    import nbformat
+
+    where = "a cell"
+    if path.is_file():
+        cells = source_cells(nbformat.read(str(path), as_version=4))
+        started = [(n, c) for n, c in cells if c.cell_type == "code" and c.get("metadata", {}).get("execution")]
+        if started:
+            n, cell = started[-1]
+            where = _where(n, len(cells), cell)
+    return (f"timed out: {where} ran longer than the {limit:g} s limit for one cell and was stopped "
+            "(STREAMALLOC_CELL_TIMEOUT sets the limit)")
 
 
 def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress: bool = True,
         extra_env: dict | None = None, cell_timeout: int | None = None) -> list[dict]:
+    """Execute notebooks; the executed copies go under out_dir (build/executed/), never over a notebook."""
     import papermill
+    from nbclient.exceptions import CellTimeoutError
 
+    nbs = notebooks(paths)  # NoNotebooks before anything starts
     out_dir = Path(out_dir or REPO / "build" / "executed")
     cell_timeout = cell_timeout or int(os.environ.get("STREAMALLOC_CELL_TIMEOUT", 900))  # a hung cell fails
     mode = gpu.decide(gpu.probe())
@@ -76,10 +138,9 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
     os.environ.update(extra_env or {})
     print(f"Running the course in {mode.name.upper()} mode: {mode.reason}.", flush=True)
     rows = []
-    nbs = notebooks(paths)
     for i, nb in enumerate(nbs, 1):
-        rel = nb.resolve().relative_to(REPO) if nb.resolve().is_relative_to(REPO) else nb
-        out = out_dir / rel
+        rel = nb.resolve().relative_to(REPO) if nb.resolve().is_relative_to(REPO) else nb.resolve()
+        out = output_path(nb, out_dir)
         out.parent.mkdir(parents=True, exist_ok=True)
         print(f"[{i}/{len(nbs)}] {rel}", flush=True)
         t0 = time.perf_counter()
@@ -89,9 +150,12 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
                                        progress_bar=progress, log_output=False, execution_timeout=cell_timeout)
         except papermill.PapermillExecutionError:
             pass  # papermill also counts the errors that raises-exception cells expect: judged below
+        except CellTimeoutError:
+            error = timeout_problem(out, cell_timeout)
         except Exception as e:  # the kernel died, or the notebook could not be read or written
             error = _first_error(e)
-        error = error or notebook_problem(out)
+        if not error and out.is_file():
+            error = notebook_problem(out)
         rows.append({"notebook": str(rel), "mode": mode.name, "result": "failed" if error else "passed",
                      "seconds": round(time.perf_counter() - t0, 1), "error": error})
         print(f"    {rows[-1]['result']} in {rows[-1]['seconds']} s{(': ' + error) if error else ''}", flush=True)
@@ -99,12 +163,18 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
     return rows
 
 
+def md_cell(value) -> str:
+    """Text that stays inside one cell of a Markdown table: | escaped, line breaks as <br>."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|")
+    return "<br>".join(line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+
+
 def write_summary(rows: list[dict], where: Path) -> str:
     where.mkdir(parents=True, exist_ok=True)
     (where / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     head = "| notebook | mode | result | seconds | error |\n|---|---|---|---|---|\n"
-    md = head + "".join(f"| {r['notebook']} | {r['mode']} | {r['result']} | {r['seconds']} | {r['error']} |\n"
-                        for r in rows)
+    md = head + "".join("| " + " | ".join(md_cell(r[k]) for k in ("notebook", "mode", "result", "seconds", "error"))
+                        + " |\n" for r in rows)
     passed = sum(r["result"] == "passed" for r in rows)
     md += f"\n{passed} passed, {len(rows) - passed} failed\n"
     (where / "summary.md").write_text(md)

@@ -1,5 +1,6 @@
 """Building and running programs, and every way that can go wrong, with host-only programs nvcc builds here."""
 import time
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,73 @@ def test_arch_flags():
     assert cuda.arch_flags("9.0", live=True) == ["-arch=native"]
     assert cuda.arch_flags("7.5", live=False) == ["-arch=sm_75"]
     assert cuda.arch_flags(None, live=False) == []
+
+
+def fake_nvcc(tmp_path, monkeypatch, body):
+    """A stand-in for nvcc (a shell script) so that its failures can be made on purpose."""
+    nvcc = tmp_path / "fake-nvcc"
+    nvcc.write_text("#!/bin/sh\n" + body)
+    nvcc.chmod(0o755)
+    monkeypatch.setattr(gpu, "nvcc_path", lambda: str(nvcc))
+    return nvcc
+
+
+def test_a_hung_nvcc_is_killed_with_everything_it_started_and_leaves_no_file(tmp_path, monkeypatch):
+    # like nvcc, it starts a child (cicc, ptxas) and writes temporaries to $TMPDIR and to the -o file
+    fake_nvcc(tmp_path, monkeypatch, f'touch "$TMPDIR/cicc.tmp"\nfor a; do out=$last; last=$a; done\n'
+                                     f'touch "$out"\nsleep 600 &\necho $! > {tmp_path}/child.pid\nwait\n')
+    src = program(tmp_path, "slow", "int main() { return 0; }")
+    t0 = time.perf_counter()
+    with pytest.raises(CompileError, match="longer than 1 s.*stopped"):
+        cuda.build(src, timeout=1)
+    assert time.perf_counter() - t0 < 30
+    child = int((tmp_path / "child.pid").read_text())
+    time.sleep(0.2)
+    state = Path(f"/proc/{child}/stat")
+    assert not state.exists() or state.read_text().split()[2] == "Z", "nvcc's child is still running"
+    assert list((tmp_path / "bin").iterdir()) == []  # no temporary, no half-written program
+
+
+def test_a_failed_compile_leaves_no_file(tmp_path, monkeypatch):
+    fake_nvcc(tmp_path, monkeypatch, 'touch "$TMPDIR/cicc.tmp"\nfor a; do out=$last; last=$a; done\ntouch "$out"\n'
+                                     'echo "x.cu(3): error: identifier \\"y\\" is undefined" >&2\nexit 1\n')
+    with pytest.raises(CompileError, match="x.cu:3"):
+        cuda.build(program(tmp_path, "x", "int main() { return y; }"))
+    assert list((tmp_path / "bin").iterdir()) == []
+
+
+def test_a_good_compile_keeps_only_the_program(tmp_path, monkeypatch):
+    fake_nvcc(tmp_path, monkeypatch, 'touch "$TMPDIR/cicc.tmp"\nfor a; do out=$last; last=$a; done\n'
+                                     'printf "#!/bin/sh\\necho ok\\n" > "$out"; chmod +x "$out"\n')
+    exe = cuda.build(program(tmp_path, "good", "int main() { return 0; }"))
+    assert list((tmp_path / "bin").iterdir()) == [exe] and cuda.run(exe).stdout == "ok\n"
+
+
+INSUFFICIENT = ("first_pool.cu:12: cudaMallocAsync(&p, n, s) failed: CUDA driver version is insufficient for CUDA "
+                "runtime version (cudaErrorInsufficientDriver)\n")
+
+
+def test_a_toolkit_newer_than_the_driver_names_both_and_what_to_do(monkeypatch):
+    monkeypatch.setattr(cuda, "driver_present", lambda: True)
+    monkeypatch.setattr(gpu, "nvcc_version", lambda: "13.0")
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.Machine(problem="CuPy is not installed"))
+    monkeypatch.setattr(cuda, "driver_cuda_from_smi", lambda: "12.8")  # no CuPy: nvidia-smi says
+    hint = cuda._hint(INSUFFICIENT)
+    assert "CUDA 13.0 toolkit" in hint and "supports CUDA 12.8" in hint
+    assert "cuda-nvcc" in hint and "cuda-version=12.8" in hint and "no newer than" in hint
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.Machine(driver_cuda="12.4"))  # CuPy's answer comes first
+    assert "supports CUDA 12.4" in cuda._hint(INSUFFICIENT)
+
+
+def test_no_driver_at_all_says_no_gpu_found(monkeypatch):
+    monkeypatch.setattr(cuda, "driver_present", lambda: False)
+    hint = cuda._hint(INSUFFICIENT)
+    assert hint.strip().startswith("No GPU found") and "toolkit" not in hint
+
+
+def test_nvidia_smi_header_gives_the_drivers_cuda(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4     |'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert cuda.driver_cuda_from_smi() == "12.4" and cuda.driver_present()

@@ -20,3 +20,17 @@ def test_summary_gives_median_and_spread():
     assert measure.summary([7])["median"] == 7
     with pytest.raises(ValueError):
         measure.summary([])
+
+
+def test_the_notebooks_small_helpers_have_one_meaning():
+    assert measure.med([5, 1, 3]) == 3.0 and measure.med(x for x in (1, 2)) == 1.5
+    with pytest.raises(ValueError):
+        measure.med([])
+    assert measure.mib(3 * measure.MiB) == 3.0 and measure.mib(512 * measure.KiB) == 0.5
+    assert [measure.nbytes(n) for n in (100, 1536, 4 << 20, 100 * measure.MiB, 3 * measure.GiB)] == \
+        ["100 B", "1.5 KiB", "4 MiB", "100 MiB", "3 GiB"]
+
+
+def test_dead_timing_helpers_are_gone():
+    # the notebooks time in their CUDA programs; these were never called (issue 11 §4)
+    assert not hasattr(measure, "host_times") and not hasattr(measure, "event_times")

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from streamalloc import replay
-from streamalloc.errors import MissingRecording, StaleRecording
+from streamalloc.errors import BrokenRecording, MissingRecording, StaleRecording
 from streamalloc.gpu import Machine
 
 M = Machine(gpu="NVIDIA Test GPU", compute_capability="9.0", pools_supported=True, date="2026-01-01")
@@ -41,3 +41,141 @@ def test_a_new_recording_session_replaces_old_runs(recordings, monkeypatch):
     replay.save(M, "00_setup", "prog", "new source", ["2"], {"stdout": "new 2"})
     runs = json.loads((recordings / "nvidia-test-gpu" / "00_setup" / "prog.json").read_text())["runs"]
     assert sorted(r["stdout"] for r in runs.values()) == ["new", "new 2"]
+
+
+# -- keys: what a program means, not how it is written (issue 11 §1) ------------------------------------
+PROGRAM = """#include "course.cuh"
+// Allocate on the stream, free on the stream.
+int main() {
+    float *p;  // the buffer
+    CHECK(cudaMallocAsync(&p, 1 << 20, 0));
+    CHECK(cudaFreeAsync(p, 0));
+    std::printf("// not a comment: %d\\n", 1);
+    return 0;
+}
+"""
+
+
+def _program(tmp_path, text, name="prog.cu"):
+    (tmp_path / name).write_text(text)
+    return tmp_path / name
+
+
+def _include(tmp_path, headers: dict):
+    inc = tmp_path / "include"
+    inc.mkdir(exist_ok=True)
+    for name, text in headers.items():
+        (inc / name).write_text(text)
+    return (inc,)
+
+
+def test_a_comment_or_layout_edit_keeps_a_cuda_key_and_a_code_edit_changes_it(tmp_path):
+    inc = _include(tmp_path, {"course.cuh": "#pragma once\n#define CHECK(x) x\n"})
+    before = replay.program_key(_program(tmp_path, PROGRAM), ["-DX"], inc)
+    commented = PROGRAM.replace("// the buffer", "// the buffer, 1 MiB").replace("/ free on", "/ then free on")
+    commented = commented.replace("int main() {", "/* the whole\n   program */\n\nint   main()  {\n\n")
+    assert replay.program_key(_program(tmp_path, commented), ["-DX"], inc) == before
+    assert replay.program_key(_program(tmp_path, PROGRAM.replace("1 << 20", "1 << 21")), ["-DX"], inc) != before
+    # text inside a string literal is output, not a comment
+    assert replay.program_key(_program(tmp_path, PROGRAM.replace("// not a comment", "// not a remark")),
+                              ["-DX"], inc) != before
+    assert replay.program_key(_program(tmp_path, PROGRAM), ["-DY"], inc) != before  # flags count
+
+
+def test_only_the_headers_a_program_includes_count(tmp_path):
+    inc = _include(tmp_path, {"course.cuh": '#pragma once\n#include "timing.cuh"\n#define CHECK(x) x\n',
+                              "timing.cuh": "inline int t() { return 1; }\n", "other.cuh": "int unused;\n"})
+    prog = _program(tmp_path, PROGRAM)
+    assert [h.name for h in replay.included_headers(prog, inc)] == ["course.cuh", "timing.cuh"]
+    before = replay.program_key(prog, (), inc)
+    (inc[0] / "other.cuh").write_text("int unused_and_changed;\n")  # not included: the key stays
+    assert replay.program_key(prog, (), inc) == before
+    (inc[0] / "timing.cuh").write_text("// a comment\ninline int t() { return 1; }\n")  # a comment: stays
+    assert replay.program_key(prog, (), inc) == before
+    (inc[0] / "timing.cuh").write_text("inline int t() { return 2; }\n")  # included, transitively: changes
+    assert replay.program_key(prog, (), inc) != before
+
+
+def test_the_course_header_edits_that_only_touch_comments_keep_every_recording():
+    header = replay.INCLUDE / "course.cuh"
+    text = header.read_text()
+    assert replay.cpp_meaning(text) == replay.cpp_meaning("// a new first line\n" + text.replace("// ", "//  "))
+
+
+def test_normalizing_twice_changes_nothing(tmp_path):
+    key = replay.program_key(_program(tmp_path, PROGRAM), ["-O3"])
+    assert replay.cpp_meaning(key) == key
+
+
+def test_python_is_keyed_on_its_syntax_tree():
+    code = 'def f(x):\n    """Measure x."""\n    return x + 1  # one more\n'
+    same = 'def f(x):\n    """Measure x, twice as well."""\n    # a comment\n\n    return (x +\n            1)\n'
+    assert replay.python_meaning(code) == replay.python_meaning(same)
+    assert replay.python_meaning(code) != replay.python_meaning(code.replace("x + 1", "x + 2"))
+    assert replay.python_meaning("    def g():\n        return 1\n") == replay.python_meaning("def g():\n    return 1\n")
+
+
+# -- reference sets (issue 11 §1, the brief's item 2) ---------------------------------------------------
+def test_the_recorder_writes_to_the_named_set_and_replay_reads_the_reference(recordings, monkeypatch):
+    replay.save(M, "00_setup", "prog", "src", [], {"stdout": "by name"})
+    monkeypatch.setenv("STREAMALLOC_RECORD_TO", "h100-cuda12")
+    replay.save(M, "00_setup", "prog", "src", [], {"stdout": "cuda 12"})
+    assert replay.available() == ["h100-cuda12", "nvidia-test-gpu"]
+    assert replay.reference() is None  # two sets, neither the default: nothing is guessed
+    monkeypatch.setenv("STREAMALLOC_REFERENCE", "h100-cuda12")
+    assert replay.load(replay.reference(), "00_setup", "prog", "src", [])["stdout"] == "cuda 12"
+    monkeypatch.setenv("STREAMALLOC_REFERENCE", "nothing-like-it")
+    with pytest.raises(MissingRecording, match="h100-cuda12, nvidia-test-gpu"):
+        replay.reference()
+    monkeypatch.delenv("STREAMALLOC_REFERENCE")
+    monkeypatch.setenv("STREAMALLOC_RECORD_TO", replay.DEFAULT_REFERENCE)
+    replay.save(M, "00_setup", "prog", "src", [], {"stdout": "default"})
+    assert replay.reference() == replay.DEFAULT_REFERENCE == "nvidia-h100-80gb-hbm3"
+    monkeypatch.setenv("STREAMALLOC_RECORD_TO", "Not A Slug")
+    with pytest.raises(ValueError, match="not-a-slug"):
+        replay.save(M, "00_setup", "prog", "src", [], {})
+
+
+def test_machine_json_is_what_the_machine_says_and_extra_fields_are_kept(recordings, monkeypatch):
+    m = Machine(gpu="NVIDIA Test GPU", compute_capability="7.5", pools_supported=True)
+    monkeypatch.setattr(Machine, "to_dict", lambda self: {"gpu": self.gpu, "compute_capability": "7.5",
+                                                          "cupy_package": "cupy-cuda12x"})
+    replay.save(m, "00_setup", "prog", "src", [], {"stdout": ""})
+    saved = json.loads((recordings / "nvidia-test-gpu" / "machine.json").read_text())
+    assert saved == {"gpu": "NVIDIA Test GPU", "compute_capability": "7.5", "cupy_package": "cupy-cuda12x"}
+    assert replay.machine("nvidia-test-gpu").compute_capability == "7.5"
+
+
+# -- damaged recordings, atomic writes (issue 10, Tools) ------------------------------------------------
+@pytest.mark.parametrize("text, why", [('{"runs": {"abc": {"args": [], "sou', "not valid JSON.*line 1"),
+                                       ("", "is empty"), ("[1, 2]", "JSON list"),
+                                       ('{"version": 1}', 'no "runs"'), ('{"runs": {}}', "holds no runs"),
+                                       ('{"runs": {"k": {"stdout": "x"}}}', 'lacks "args" or "source_sha"')])
+def test_a_damaged_recording_names_the_file_and_what_is_wrong(recordings, text, why):
+    path = recordings / "nvidia-test-gpu" / "00_setup" / "prog.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(BrokenRecording, match=why) as e:
+        replay.load("nvidia-test-gpu", "00_setup", "prog", "src", [])
+    assert str(path) in str(e.value)
+
+
+def test_a_damaged_machine_description_names_the_file(recordings):
+    (recordings / "nvidia-test-gpu").mkdir(parents=True)
+    (recordings / "nvidia-test-gpu" / "machine.json").write_text('{"gpu": "NVIDIA')
+    with pytest.raises(BrokenRecording, match="machine description .*machine.json is not valid JSON"):
+        replay.machine("nvidia-test-gpu")
+
+
+def test_the_recorder_writes_whole_files_or_nothing(recordings, monkeypatch):
+    path = replay.save(M, "00_setup", "prog", "src", ["1"], {"stdout": "first"})
+    before = path.read_text()
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(replay.os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        replay.save(M, "00_setup", "prog", "src", ["2"], {"stdout": "second"})
+    assert path.read_text() == before  # the old file is whole
+    assert sorted(p.name for p in path.parent.iterdir()) == ["machine.json", "prog.json"]  # no temporary left

@@ -1,0 +1,103 @@
+"""Every reference set holds a recording of every program the lessons and solutions write, as the program is now.
+
+Cheap: nothing is executed. For each `%%writefile {lesson.build}/X.cu` cell of notebooks/ and solutions/, the
+program's meaning (replay.program_meaning: source without comments, with the course headers it includes) is
+hashed, and some run recorded for that lesson in every set of recordings/ must carry that `program_sha`. A
+program whose only use is a cell that expects a CompileError is not run, so it has no recording.
+"""
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from streamalloc import replay
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions") for p in (ROOT / folder).glob("*.ipynb"))
+WRITEFILE = re.compile(r"^%%writefile\s+(?:-a\s+)?\{lesson\.build\}/(?P<name>[\w.-]+\.(?:cu|cuh|h|py))\s*$")
+START = re.compile(r"""\.start\(\s*["'](?P<lesson>[^"']+)["']""")
+
+
+def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path]]:
+    """The lesson's name, and each program its %%writefile cells write (written into `where`, headers too)."""
+    nb = nbformat.read(str(path), as_version=4)
+    lesson = next((m["lesson"] for c in nb.cells if c.cell_type == "code" for m in [START.search(c.source)] if m), None)
+    written = {}
+    for cell in nb.cells:
+        first, _, body = cell.source.partition("\n")
+        m = WRITEFILE.match(first.strip()) if cell.cell_type == "code" else None
+        if m:
+            (where / m["name"]).write_text(body)
+            written[m["name"]] = where / m["name"]
+    run = {}
+    for name, file in written.items():
+        users = [c for c in nb.cells if c.cell_type == "code" and name in c.source and not WRITEFILE.match(
+            c.source.partition("\n")[0].strip())]
+        on_purpose = users and all(c.metadata.get("expected_exception") == "CompileError" for c in users)
+        runnable = name.endswith(".cu") or any(f'run("{name}"' in c.source for c in users)
+        if runnable and not on_purpose:
+            run[name] = file
+    return lesson, run
+
+
+def stale(path: Path, set_dir: Path, where: Path) -> list[str]:
+    """What is not recorded in one set for one notebook, in words; [] when every program is."""
+    lesson, run = programs(path, where)
+    if not run:
+        return []
+    if lesson is None:
+        return [f"{path.name} writes programs but never calls sa.start(...)"]
+    recorded = set()
+    for file in sorted((set_dir / lesson).glob("*.json")):
+        if file.name != "machine.json":
+            recorded |= {r.get("program_sha") for r in replay.read_runs(file).values()}
+    out = []
+    for name, file in run.items():
+        if replay.source_hash(replay.program_meaning(file)) not in recorded:
+            out.append(f"{set_dir.name}: no recording under {set_dir.name}/{lesson}/ ran {name} as "
+                       f"{path.parent.name}/{path.name} writes it now: {replay.RERECORD}")
+    return out
+
+
+def test_the_default_reference_set_is_there():
+    assert replay.DEFAULT_REFERENCE in replay.available()
+
+
+@pytest.mark.parametrize("set_name", replay.available() or ["(none)"])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_program_has_a_fresh_recording(path, set_name, tmp_path):
+    assert set_name != "(none)", "recordings/ holds no reference set"
+    assert stale(path, replay.root() / set_name, tmp_path) == []
+
+
+def test_the_freshness_check_follows_meaning(tmp_path, recordings):
+    nb = nbformat.v4.new_notebook()
+    program = '#include "course.cuh"\n// a comment\nint main() { CHECK(cudaSetDevice(0)); return 0; }\n'
+    nb.cells = [nbformat.v4.new_code_cell('import streamalloc as sa\nlesson = sa.start("99_test")'),
+                nbformat.v4.new_code_cell("%%writefile {lesson.build}/prog.cu\n" + program),
+                nbformat.v4.new_code_cell('lesson.run("prog.cu", [1])'),
+                nbformat.v4.new_code_cell("%%writefile {lesson.build}/broken.cu\nint main() { oops }\n"),
+                nbformat.v4.new_code_cell('lesson.run("broken.cu")', metadata={
+                    "tags": ["raises-exception"], "expected_exception": "CompileError"})]
+    path = tmp_path / "99_test.ipynb"
+    nbformat.write(nb, str(path))
+    src = tmp_path / "prog.cu"
+    src.write_text(program)
+    m = replay.Machine(gpu="NVIDIA Test GPU")
+    set_dir = recordings / "nvidia-test-gpu"
+    (tmp_path / "w").mkdir()
+
+    assert "prog.cu" in stale(path, set_dir, tmp_path / "w")[0]  # nothing recorded for the lesson at all
+    replay.save(m, "99_test", "other", "x", [], {"stdout": ""}, program_sha="unrelated")
+    assert "prog.cu" in stale(path, set_dir, tmp_path / "w")[0] and len(stale(path, set_dir, tmp_path / "w")) == 1
+    replay.save(m, "99_test", "prog", replay.program_key(src, []), ["1"], {"stdout": ""},
+                program_sha=replay.source_hash(replay.program_meaning(src)))
+    assert stale(path, set_dir, tmp_path / "w") == []
+    nb.cells[1].source = nb.cells[1].source.replace("// a comment", "// a better comment")
+    nbformat.write(nb, str(path))
+    assert stale(path, set_dir, tmp_path / "w") == []  # a comment edit keeps it fresh
+    nb.cells[1].source = nb.cells[1].source.replace("cudaSetDevice(0)", "cudaSetDevice(1)")
+    nbformat.write(nb, str(path))
+    assert "prog.cu" in stale(path, set_dir, tmp_path / "w")[0]  # a code edit makes it stale

@@ -1,0 +1,163 @@
+"""What a notebook calls: Python programs and Python measurements, live (on a stand-in for a GPU machine: the
+probe is replaced, everything else is real, the program really runs here) and replayed, keyed on meaning."""
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from streamalloc import cuda, gpu, lesson as lesson_mod, replay
+from streamalloc.errors import CompileError, NoGPU, RecordingError, ProgramFailed, ProgramTimedOut, StaleRecording
+
+GPU = gpu.Machine(gpu="NVIDIA Test GPU", compute_capability="9.0", pools_supported=True, driver="1.0",
+                  driver_cuda="13.0", nvcc="13.0", date="2026-01-01", memory_free=1 << 30)
+
+PROGRAM = '''"""A tiny measurement: prints one JSON line per argument."""
+import json
+import sys
+
+for a in sys.argv[1:]:  # each argument is a size
+    print(json.dumps({"size": int(a), "twice": 2 * int(a)}))
+print("done (a line for humans)")
+'''
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch, recordings):
+    """A lesson folder under tmp_path; `course(live)` starts the lesson live (the probe says a GPU with pools is
+    here) or in replay (the probe says there is none)."""
+    monkeypatch.setattr(lesson_mod, "REPO", tmp_path)
+    monkeypatch.delenv("STREAMALLOC_RECORD_TO", raising=False)
+
+    def start(live: bool, record: bool = False):
+        monkeypatch.setattr(gpu, "probe", lambda: GPU if live else gpu.Machine(problem="CUDA found no GPU"))
+        monkeypatch.setenv("STREAMALLOC_MODE", "live" if live else "replay")
+        monkeypatch.setenv("STREAMALLOC_RECORD", "1" if record else "0")
+        return lesson_mod.start("test_lesson", quiet=True)
+    return start
+
+
+def test_a_python_program_runs_live_is_recorded_and_replays(course):
+    live = course(live=True, record=True)
+    assert live.live
+    (live.build / "sizes.py").write_text(PROGRAM)
+    res = live.run("sizes.py", [1, 2])
+    assert res.records == [{"size": 1, "twice": 2}, {"size": 2, "twice": 4}]
+    assert res.label == "NVIDIA Test GPU, live" and not res.replayed and not res.note
+    saved = json.loads(replay.path_of("nvidia-test-gpu", "test_lesson", "sizes").read_text())["runs"]
+    assert [r["args"] for r in saved.values()] == [["1", "2"]]
+    assert next(iter(saved.values()))["program_sha"] == replay.source_hash(replay.python_meaning(PROGRAM))
+
+    again = course(live=False)
+    (again.build / "sizes.py").write_text(PROGRAM.replace("# each argument is a size", "# sizes, in bytes")
+                                          .replace("A tiny measurement", "A small measurement"))
+    res = again.run("sizes.py", [1, 2])  # a comment and a docstring changed: the recording still holds
+    assert res.replayed and "replayed from a recording of 2026-01-01" in res.label
+    assert res.records.values("twice") == [2, 4]
+    with pytest.raises(StaleRecording, match="other arguments"):
+        again.run("sizes.py", [3])
+    (again.build / "sizes.py").write_text(PROGRAM.replace("2 * int(a)", "3 * int(a)"))
+    with pytest.raises(StaleRecording, match="code changed"):
+        again.run("sizes.py", [1, 2])
+
+
+def test_a_python_program_fails_and_hangs_like_a_cuda_program(course):
+    live = course(live=True)
+    (live.build / "fails.py").write_text("import sys\nprint('about to fail', file=sys.stderr)\nsys.exit(3)\n")
+    with pytest.raises(ProgramFailed, match="(?s)fails.py exited with status 3.*about to fail") as e:
+        live.run("fails.py")
+    assert e.value.returncode == 3
+    (live.build / "hangs.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(600)\n")
+    with pytest.raises(ProgramTimedOut, match="(?s)hangs.py ran longer than its 1 s timeout.*started"):
+        live.run("hangs.py", timeout=1)
+    (live.build / "bad.py").write_text('print("{not json")\n')
+    with pytest.raises(ValueError, match="looks like JSON"):
+        live.run("bad.py")
+    with pytest.raises(ValueError, match="no nvcc flags"):
+        live.run("bad.py", flags=["-O3"])
+
+
+def test_a_missing_package_replays_the_reference_and_says_what_to_install(course):
+    recorder = course(live=True, record=True)
+    (recorder.build / "needs.py").write_text(PROGRAM)
+    recorder.run("needs.py", [5])
+    assert importlib.util.find_spec("no_such_module_here") is None
+    live = course(live=True)
+    res = live.run("needs.py", [5], requires=("json", "no_such_module_here"))
+    assert res.replayed and "replayed" in res.label and res.records.values("size") == [5]
+    assert "no_such_module_here" in res.note and "pip install no_such_module_here" in res.note
+    assert "json" not in res.note.split("needs")[1].split(",")[0]  # an importable module is not named missing
+    assert lesson_mod.pip_name("cupy") == "cupy-cuda12x" and lesson_mod.pip_name("cuda.core") == "cuda-core"
+    with pytest.raises(RecordingError, match="needs no_such_module_here.*no recording of this run"):
+        live.run("needs.py", [6], requires=("no_such_module_here",))
+    # with the package there, it runs live
+    assert not live.run("needs.py", [7], requires=("json",)).replayed
+
+
+def _measurement_module(tmp_path, name, text):
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+MEASURE = '''def sweep(n):
+    """Sizes, measured."""
+    return [i * i for i in range(n)]  # squares
+'''
+
+
+def test_a_python_measurement_is_keyed_on_its_syntax_tree(course, tmp_path):
+    live = course(live=True, record=True)
+    fn = _measurement_module(tmp_path, "m1", MEASURE).sweep
+    assert live.measure("sweep", fn, params={"n": 4}, source="// kernel\nint k;").data == [0, 1, 4, 9]
+    again = course(live=False)
+    edited = MEASURE.replace("Sizes, measured.", "Squares of the sizes.").replace("# squares", "# i squared")
+    fn = _measurement_module(tmp_path, "m2", "# a new comment\n" + edited).sweep
+    res = again.measure("sweep", fn, params={"n": 4}, source="int   k; // the kernel")
+    assert res.replayed and res.data == [0, 1, 4, 9]
+    fn = _measurement_module(tmp_path, "m3", MEASURE.replace("i * i", "i * i * i")).sweep
+    with pytest.raises(StaleRecording, match="code changed"):
+        again.measure("sweep", fn, params={"n": 4}, source="int k;")
+    fn = _measurement_module(tmp_path, "m4", MEASURE).sweep
+    with pytest.raises(StaleRecording, match="code changed"):
+        again.measure("sweep", fn, params={"n": 4}, source="int k2;")
+
+
+def test_a_program_run_under_measure_records_which_program_it_was(course):
+    live = course(live=True, record=True)
+    src = live.build / "prog.cu"
+    src.write_text('#include "course.cuh"\nint main() { return 0; }\n')
+    key = live.key_source(src, ["-G"])
+    live.measure("under_tool", lambda args: {"ran": args}, params={"args": ["1"]}, source=key)
+    runs = json.loads(replay.path_of("nvidia-test-gpu", "test_lesson", "under_tool").read_text())["runs"]
+    assert next(iter(runs.values()))["program_sha"] == replay.source_hash(replay.program_meaning(src))
+
+
+def test_no_gpu_at_all_says_no_gpu_found(course, monkeypatch, capsys):
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.Machine(
+        problem="CuPy found no usable CUDA driver or GPU (cudaErrorInsufficientDriver: CUDA driver version is "
+                "insufficient for CUDA runtime version)"))
+    monkeypatch.setattr(cuda, "driver_present", lambda: False)
+    monkeypatch.delenv("STREAMALLOC_MODE")
+    lesson_mod.start("test_lesson")
+    out = capsys.readouterr().out
+    assert "no GPU found" in out and "insufficient" not in out
+
+
+def test_a_python_program_that_does_not_parse_is_a_compile_error_in_both_modes(course):
+    for live in (True, False):
+        lesson = course(live=live)
+        (lesson.build / "typo.py").write_text("import json\nprint(json.dumps({'a': 1})\n")
+        with pytest.raises(CompileError, match="typo.py is not valid Python: typo.py:2") as e:
+            lesson.run("typo.py")
+        assert e.value.location == "typo.py:2"
+
+
+def test_live_without_a_gpu_is_one_clear_error(course, monkeypatch):
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.Machine(problem="CUDA found no GPU"))
+    monkeypatch.setenv("STREAMALLOC_MODE", "live")
+    with pytest.raises(NoGPU, match="STREAMALLOC_MODE=live was set, but there is no usable GPU"):
+        lesson_mod.start("test_lesson")
