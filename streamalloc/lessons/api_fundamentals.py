@@ -9,7 +9,7 @@ import re
 from IPython.display import Markdown
 
 from .. import measure, plots, sanitizer
-from ..measure import mib
+from ..measure import nbytes
 
 
 def table(res, columns, title="", records=None):
@@ -25,8 +25,8 @@ def pointer_table(res):
         [{"repeat": r["rep"], "pointer": r["ptr"], "cudaMallocAsync (µs)": round(r["malloc_us"]),
           "pointer in hand (ms)": round(r["pointer_at_us"] / 1000, 3), "cudaStreamQuery": r["stream_query"],
           "cudaEventQuery": r["event_query"], "stream reached the allocation (ms)": round(r["reached_at_us"] / 1000, 1),
-          "wrong elements": r["errors"], "of": r["n"], "pool reserved before": mib(r["reserved_before"]),
-          "pool reserved after the call": mib(r["reserved_after"])} for r in res.records],
+          "wrong elements": r["errors"], "of": r["n"], "pool reserved before": nbytes(r["reserved_before"]),
+          "pool reserved after the call": nbytes(r["reserved_after"])} for r in res.records],
         res.label, title="cudaMallocAsync while the stream is busy: times on the host clock from the launch of the "
         "busy kernel, what the queries said right after, and the result check")
 
@@ -66,7 +66,7 @@ def pool_between_repeats(recs) -> Markdown:
                  "reserved before the `cudaMallocAsync` of every repeat, and ")
     else:
         what += (f"The pool had 0 bytes reserved before the `cudaMallocAsync` of {empty} of {len(recs)} repeats "
-                 f"and kept at least the buffer's {mib(recs[0]['bytes'])} in {kept}; ")
+                 f"and kept at least the buffer's {nbytes(recs[0]['bytes'])} in {kept}; ")
     what += (f"in {grew} of {len(recs)} repeats it had grown by the buffer's size when the call returned, before "
              "the stream had reached the allocation. ")
     if grew == len(recs):
@@ -166,7 +166,7 @@ def block_reused(rec) -> bool:
 
 def race_table(rows, label):
     return plots.Table([{"scenario": rec["scenario"], "mode": rec["mode"], "pool": rec["pool"], "exit status": 0,
-                         "p": rec["p"], "other buffer": rec["other"], "pool reserved before": mib(rec["reserved_before"]),
+                         "p": rec["p"], "other buffer": rec["other"], "pool reserved before": nbytes(rec["reserved_before"]),
                          "block reused": block_reused(rec), "outside lifetime": rec["outside_lifetime"],
                          "wrong elements": rec["errors"], "of": rec["n"], "a wrong value": rec["first_wrong"]}
                         for rec in rows], label,
@@ -211,8 +211,8 @@ def default_threshold_text(rec, kept) -> Markdown:
     where = "at the same address as the earlier buffer" if rec["same_address"] else "at another address"
     text = (f"**The same bug at the default release threshold.** The last run is the racy *before-alloc* run "
             f"again with the pool's release threshold left at {rec['threshold']} bytes. The synchronize after the "
-            f"earlier buffer's free decided what the pool kept: {mib(rec['reserved_before'])} when `p` was "
-            f"allocated ({mib(kept['reserved_before'])} in the run that keeps freed memory), and `p` came {where}. "
+            f"earlier buffer's free decided what the pool kept: {nbytes(rec['reserved_before'])} when `p` was "
+            f"allocated ({nbytes(kept['reserved_before'])} in the run that keeps freed memory), and `p` came {where}. "
             f"`b` still ran outside `p`'s lifetime and every CUDA call succeeded. ")
     if rec["ok"]:
         text += ("This time every element of `b`'s result came out 7: `b` read memory that held zeros, and "
