@@ -42,3 +42,7 @@ class MissingRecording(RecordingError):
 
 class StaleRecording(RecordingError):
     pass
+
+
+class NotYetRecorded(MissingRecording):
+    """A program needs more GPUs than this machine has, and no machine with that many has recorded it yet."""
