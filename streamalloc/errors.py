@@ -86,3 +86,7 @@ class StaleRecording(RecordingError):
 
 class BrokenRecording(RecordingError):
     """A recording file that cannot be read: truncated, not JSON, or without runs. The message names the file."""
+
+
+class NotYetRecorded(MissingRecording):
+    """A program needs more GPUs than this machine has, and no machine with that many has recorded it yet."""

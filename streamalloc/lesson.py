@@ -16,6 +16,7 @@ label says it is a replay.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import inspect
 import json
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 from . import cuda, gpu, measure, replay
-from .errors import CompileError, MissingRecording, NoGPU, RecordingError
+from .errors import CompileError, MissingRecording, NoGPU, NotYetRecorded, RecordingError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,13 +115,17 @@ class Lesson:
         return text
 
     def run(self, file, args=(), timeout: float = 120, flags=(), name: str | None = None,
-            requires: tuple | list = ()) -> Result:
+            requires: tuple | list = (), gpus: int = 1) -> Result:
         """Build and run a program (live) or replay its recording; raise if either fails.
 
         A `.cu` program is built with nvcc and run; a `.py` program runs with this kernel's Python
         (`sys.executable x.py args`), in its own process group with the timeout, exactly like a CUDA
         program. `requires` names modules a Python program imports (e.g. ("torch",)): live, when one is
         missing, the reference recording is replayed instead and the Result's note says what to install.
+
+        `gpus`: how many GPUs the program needs. Live with that many here, it runs. Otherwise (replay, or
+        live with fewer) it replays a recording made on a machine with at least that many, from whichever
+        set of recordings holds one, labelled "needs N GPUs; replayed from ..."; with none, NotYetRecorded.
         """
         path = self.source(file)
         args = [str(a) for a in args]
@@ -132,6 +137,8 @@ class Lesson:
             raise FileNotFoundError(f"{path} does not exist: run the %%writefile cell that writes it first")
         exe = check_python(path) if python else self.compile(path, flags)
         key_source = self.key_source(path, flags)
+        if gpus > 1 and not (self.live and self.gpus_here >= gpus):
+            return self._replayed_with(gpus, name, key_source, args)
         if not self.live:
             return self._replayed(name, key_source, args)
         missing = missing_modules(requires) if python else []
@@ -153,7 +160,8 @@ class Lesson:
         measure.parse(done.stdout)  # a malformed JSON line is an error before it is recorded
         if replay.recording():
             replay.save(self.machine, self.name, name, key_source, args,
-                        {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds},
+                        {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds,
+                         "gpus": self.gpus_here},
                         program_sha=self._programs.get(key_source))
         return result
 
@@ -165,6 +173,55 @@ class Lesson:
         data = json.loads(r["data"]) if "data" in r else None
         return Result(name, args, r.get("stdout", ""), r.get("stderr", ""), r.get("seconds", 0.0), True,
                       label(replay.machine(self.reference_gpu, self.name), False), data)
+
+    # -- programs that need more than one GPU -------------------------------------------------
+    @functools.cached_property
+    def gpus_here(self) -> int:
+        """How many CUDA GPUs this machine has (0 without a usable one)."""
+        if not self.here.gpu:
+            return 0
+        import cupy  # probe() found the GPU through CuPy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+
+    def _sets_with(self, gpus: int, name: str | None = None) -> list[str]:
+        """Sets of recordings holding a run of this lesson (of program `name`, or of any) made with at least
+        `gpus` GPUs, the reference set first."""
+        found = []
+        for s in sorted(replay.available(), key=lambda s: s != self.reference_gpu):
+            folder = replay.root() / s / self.name
+            files = [folder / f"{name}.json"] if name else sorted(folder.glob("*.json"))
+            for f in files:
+                if f.name != "machine.json" and f.is_file() and any(
+                        r.get("gpus", 1) >= gpus for r in json.loads(f.read_text())["runs"].values()):
+                    found.append(s)
+                    break
+        return found
+
+    def machine_with(self, gpus: int) -> gpu.Machine | None:
+        """The machine whose numbers a program needing `gpus` GPUs shows: this one, live with that many; else the
+        recorded machine of a set that ran this lesson with that many; None when this lesson has not yet run on
+        `gpus` GPUs anywhere."""
+        if self.live and self.gpus_here >= gpus:
+            return self.here
+        sets = self._sets_with(gpus)
+        return replay.machine(sets[0], self.name) if sets else None
+
+    def _replayed_with(self, gpus: int, name, key_source, args) -> Result:
+        sets = self._sets_with(gpus, name)
+        if not sets:
+            here = f"this machine has {self.gpus_here}" if self.live else f"this notebook replays ({self.mode.reason})"
+            raise NotYetRecorded(
+                f"{name} needs {gpus} GPUs; {here}, and {replay.root()} holds no run of {self.name}/{name} made on a "
+                f"machine with {gpus} or more GPUs: this lesson has not yet run on {gpus} GPUs. Run it live on a "
+                f"machine with {gpus} GPUs (`make record` there records it).")
+        r = replay.load(sets[0], self.name, name, key_source, args)
+        if r.get("gpus", 1) < gpus:
+            raise NotYetRecorded(f"the recording of {self.name}/{name} with these arguments in {sets[0]} was made on "
+                                 f"{r.get('gpus', 1)} GPU(s), and {name} needs {gpus}: re-record it on {gpus} GPUs")
+        gpu_name, _, rest = label(replay.machine(sets[0], self.name), False).partition(", ")
+        return Result(name, args, r.get("stdout", ""), r.get("stderr", ""), r.get("seconds", 0.0), True,
+                      f"{r.get('gpus', '?')}x {gpu_name}, needs {gpus} GPUs; {rest}")
 
     def reference(self, file, args=(), flags=(), name: str | None = None) -> Result | None:
         """The reference recording of the same program and arguments, to plot beside live numbers."""

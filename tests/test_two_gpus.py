@@ -1,0 +1,241 @@
+"""Programs that need two GPUs: `lesson.run(..., gpus=2)` runs them live on a machine with two, and everywhere
+else replays a recording made on one, or says plainly that the lesson has not yet run on two GPUs."""
+import pytest
+
+from streamalloc import cuda, gpu, lesson, replay
+from streamalloc.errors import MissingRecording, NotYetRecorded, StaleRecording
+
+H100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
+                   driver="580.1", driver_cuda="13.0", nvcc="13.0")
+H200 = gpu.Machine(gpu="NVIDIA H200", compute_capability="9.0", pools_supported=True, date="2026-02-02",
+                   driver="580.2", driver_cuda="13.0", nvcc="13.0")
+NAME = "05b_two_gpus"
+
+
+@pytest.fixture
+def setup(recordings, tmp_path, monkeypatch):
+    """A replaying lesson (no nvcc, so nothing compiles), a program in tmp_path, a one-GPU reference set."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.delenv("STREAMALLOC_RECORD", raising=False)
+    monkeypatch.setattr(gpu, "nvcc_path", lambda: None)
+    monkeypatch.setattr(replay, "_started", set())
+    prog = tmp_path / "peer.cu"
+    prog.write_text('#include "course.cuh"\nint main() { return 0; }\n')
+    ref = lesson.Lesson(NAME, quiet=True)
+    replay.save(H100, NAME, "peer", ref.key_source(prog), ["1"], {"stdout": '{"gpus": 1}\n', "gpus": 1})
+    return prog
+
+
+def start():
+    return lesson.Lesson(NAME, quiet=True)
+
+
+def record_on_two(prog, args=("1",), stdout='{"gpus": 2}\n'):
+    replay.save(H200, NAME, "peer", start().key_source(prog), list(args), {"stdout": stdout, "gpus": 2})
+
+
+def test_not_yet_recorded_says_so(setup):
+    les = start()
+    assert les.reference_gpu == "nvidia-h100-80gb-hbm3"
+    assert les.machine_with(2) is None
+    with pytest.raises(NotYetRecorded, match="has not yet run on 2 GPUs") as e:
+        les.run(setup, [1], gpus=2)
+    assert isinstance(e.value, MissingRecording)  # what the course's replay handling already knows
+    assert "peer needs 2 GPUs" in str(e.value) and "replays" in str(e.value)
+
+
+def test_one_gpu_programs_are_unchanged(setup):
+    record_on_two(setup)
+    res = start().run(setup, [1])
+    assert res.stdout == '{"gpus": 1}\n' and res.label.startswith("NVIDIA H100 80GB HBM3, replayed from")
+
+
+def test_replays_the_set_recorded_on_two_gpus(setup):
+    record_on_two(setup)
+    les = start()
+    assert les.machine_with(2).gpu == "NVIDIA H200" and les.machine_with(3) is None
+    res = les.run(setup, [1], gpus=2)
+    assert res.replayed and res.records == [{"gpus": 2}]
+    assert res.label == ("2x NVIDIA H200, needs 2 GPUs; replayed from a recording of 2026-02-02 "
+                         "(driver 580.2, CUDA 13.0, nvcc 13.0)")
+    with pytest.raises(NotYetRecorded, match="has not yet run on 3 GPUs"):
+        les.run(setup, [1], gpus=3)
+
+
+def test_changed_code_is_stale_not_missing(setup):
+    record_on_two(setup)
+    setup.write_text(setup.read_text() + "int unused = 1;\n")
+    with pytest.raises(StaleRecording, match="code changed"):
+        start().run(setup, [1], gpus=2)
+
+
+def test_a_run_on_fewer_gpus_does_not_count(setup):
+    replay.save(H200, NAME, "peer", start().key_source(setup), ["1"], {"stdout": "", "gpus": 1})
+    with pytest.raises(NotYetRecorded):
+        start().run(setup, [1], gpus=2)
+
+
+def live(les, gpus_here, machine, monkeypatch, stdout=""):
+    """Make a replaying lesson behave as live on a machine with `gpus_here` GPUs; cuda.run returns stdout."""
+    les.mode = gpu.Mode(True, "a test says so")
+    les.machine = les.here = machine
+    les.__dict__["gpus_here"] = gpus_here
+    monkeypatch.setattr(les, "compile", lambda path, flags=(): None)
+    calls = []
+
+    def fake_run(exe, args, timeout):
+        calls.append(args)
+        return cuda.Completed(list(args), stdout, "", 0, 0.5)
+
+    monkeypatch.setattr(cuda, "run", fake_run)
+    return calls
+
+
+def test_live_with_one_gpu_replays_and_never_runs(setup, monkeypatch):
+    les = start()
+    calls = live(les, 1, H100, monkeypatch)
+    with pytest.raises(NotYetRecorded, match="this machine has 1"):
+        les.run(setup, [1], gpus=2)
+    record_on_two(setup)
+    res = les.run(setup, [1], gpus=2)
+    assert calls == [] and res.replayed and "needs 2 GPUs; replayed from" in res.label
+
+
+def test_live_with_two_gpus_runs_and_the_recorder_notes_the_count(setup, monkeypatch):
+    monkeypatch.setenv("STREAMALLOC_RECORD", "1")
+    les = start()
+    calls = live(les, 2, H200, monkeypatch, stdout='{"measured": 7}\n')
+    assert les.machine_with(2) is H200
+    res = les.run(setup, [1], gpus=2)
+    assert calls == [["1"]] and not res.replayed and res.label == "NVIDIA H200, live"
+    monkeypatch.delenv("STREAMALLOC_RECORD")
+    again = start().run(setup, [1], gpus=2)  # replay finds what the recorder wrote
+    assert again.records == [{"measured": 7}] and again.label.startswith("2x NVIDIA H200, needs 2 GPUs; replayed")
+
+
+# -- the notebook, on canned two-GPU output ------------------------------------------------------------------
+# What follows checks the notebook's Python (tables, figure, assertions, summary) before any machine with two
+# GPUs has run it: the programs' output is CANNED here, typed by hand in the shape the programs print, and it
+# lives only in a temporary recordings folder for this test. It is never a recording and never a figure.
+import json  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "05b_two_gpus.ipynb"
+MiB, GiB = 2**20, 2**30
+BYTES, MAX_BYTES, REPS, SPIN_MS = 64 * MiB, 8 * GiB, 7, 20  # what the notebook asks for on a 140 GB GPU
+N = BYTES // 4
+H200_FREE = 140 * 10**9
+
+
+def lines(*records):
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def canned_runs():
+    """(program, args, stdout) of every run the notebook makes, as a machine with two peer-capable GPUs prints."""
+    cd = dict(program="current_device")
+    pools = lambda u0, r0, u1, r1: dict(used0=u0, reserved0=r0, used1=u1, reserved1=r1)  # noqa: E731
+    current = lines(
+        dict(cd, step="start", current_device=0, **pools(0, 0, 0, 0)),
+        dict(cd, step="cudaMallocAsync on device 1's stream", current_device=0, **pools(0, 0, BYTES, BYTES),
+             ptr="0x7f1200000000", ptr_device=1, ptr_is_device_memory=True),
+        dict(cd, step="cudaMallocAsync on device 0's stream", current_device=0, **pools(BYTES, BYTES, BYTES, BYTES),
+             ptr="0x7f0200000000", ptr_device=0, ptr_is_device_memory=True),
+        dict(cd, step="both freed, both streams synchronized", current_device=0, **pools(0, 0, 0, 0)),
+        dict(cd, step="check", elements=N, wrong=0, free_with_device0_current="cudaSuccess"))
+    pa = dict(program="pool_access")
+    peer = lines(
+        dict(pa, mode="peer", access="after cudaDeviceEnablePeerAccess", device0="read-write", device1="none"),
+        dict(pa, mode="peer", read="cudaMalloc buffer", error="cudaSuccess", elements=N, wrong=0),
+        dict(pa, mode="peer", read="pool buffer", error="cudaErrorIllegalAddress", elements=N),
+        dict(pa, mode="peer", after_the_fault=True, device1_synchronize="cudaErrorIllegalAddress",
+             device1_cudaMalloc="cudaErrorIllegalAddress", device0_synchronize="cudaSuccess"))
+    pool = lines(
+        dict(pa, mode="pool", access="before cudaMemPoolSetAccess", device0="read-write", device1="none"),
+        dict(pa, mode="pool", access="after cudaMemPoolSetAccess", device0="read-write", device1="read-write"),
+        dict(pa, mode="pool", read="pool buffer allocated before cudaMemPoolSetAccess", error="cudaSuccess",
+             elements=N, wrong=0),
+        dict(pa, mode="pool", read="pool buffer allocated after cudaMemPoolSetAccess", error="cudaSuccess",
+             elements=N, wrong=0))
+    ac = dict(program="access_cost")
+    sizes = [0] + [2 * MiB * 4**k for k in range(8) if 2 * MiB * 4**k <= MAX_BYTES]
+    grants = [dict(ac, part="set_access", size=s, reserved=s, grant_us=[10.0 + s / MiB + i for i in range(REPS)],
+                   revoke_us=[8.0 + s / MiB + i for i in range(REPS)], revoke_error="cudaSuccess") for s in sizes]
+    misses = [dict(ac, part="miss", size=s, peer_mapped=m, us=[(2.0 if m else 1.0) * (50 + s / MiB) + i for i in range(REPS)],
+                   reserved_before_max=0)
+              for s in [2 * MiB * 8**k for k in range(6) if 2 * MiB * 8**k <= MAX_BYTES] for m in (False, True)]
+    pf = dict(program="peer_free", elements=N)
+    free = lines(dict(pf, scenario="event", same_block=True, wrong=0),
+                 dict(pf, scenario="no_event", same_block=True, wrong=N),
+                 dict(pf, scenario="peer_stream", wrong=0, free_error="cudaSuccess", used_before_free=BYTES,
+                      used_after_sync=0))
+    md = dict(program="memcpy_device", elements=N)
+    copies = lines(dict(md, copy="stream_device_current", current_device=1, error="cudaSuccess", wrong=0),
+                   dict(md, copy="peer_copy", current_device=1, error="cudaSuccess", wrong=0),
+                   dict(md, copy="other_device_current", current_device=0, error="cudaErrorInvalidResourceHandle"))
+    return [("current_device", [BYTES], current), ("pool_access", ["peer", BYTES], peer),
+            ("pool_access", ["pool", BYTES], pool), ("access_cost", [MAX_BYTES, REPS], lines(*grants, *misses)),
+            ("peer_free", [BYTES, SPIN_MS], free), ("memcpy_device", [BYTES], copies)]
+
+
+def notebook_programs(tmp_path) -> dict[str, Path]:
+    """The notebook's %%writefile cells, written as IPython writes them (the body, ending in a newline)."""
+    import nbformat
+
+    found = {}
+    for cell in nbformat.read(str(NOTEBOOK), as_version=4).cells:
+        m = re.match(r"%%writefile \{lesson\.build\}/(\w+)\.cu\n", cell.source)
+        if cell.cell_type == "code" and m:
+            body = cell.source[m.end():]
+            found[m[1]] = tmp_path / f"{m[1]}.cu"
+            found[m[1]].write_text(body if body.endswith("\n") else body + "\n")
+    return found
+
+
+def run_notebook(env: dict, monkeypatch):
+    import nbclient
+    import nbformat
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the inline backend, so that a shown figure is an output
+    nb = nbformat.read(str(NOTEBOOK), as_version=4)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    texts = []
+    images = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            images += "image/png" in out.get("data", {})
+            texts.append(out.get("text", "") + out.get("data", {}).get("text/plain", ""))
+    return "\n".join(texts), images
+
+
+def test_the_notebook_says_it_has_not_yet_run_and_shows_nothing_measured(recordings, monkeypatch):
+    replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
+    text, images = run_notebook({"STREAMALLOC_MODE": "replay", "STREAMALLOC_RECORDINGS": str(recordings)}, monkeypatch)
+    assert "THIS LESSON HAS NOT YET RUN ON TWO GPUs" in text and images == 0
+    assert text.count("not run, because this lesson has not yet run on two GPUs") == 5
+    assert "Nothing was measured" in text and "needs 2 GPUs; replayed" not in text
+
+
+def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch):
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.setattr(replay, "_started", set())
+    replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})
+    programs = notebook_programs(tmp_path)
+    assert sorted(programs) == ["access_cost", "current_device", "memcpy_device", "peer_free", "pool_access"]
+    key_of = start()
+    h200 = gpu.Machine(**{**H200.to_dict(), "memory_free": H200_FREE})
+    for name, args, stdout in canned_runs():
+        replay.save(h200, NAME, name, key_of.key_source(programs[name]), args, {"stdout": stdout, "gpus": 2})
+    text, images = run_notebook({"STREAMALLOC_RECORDINGS": str(recordings)}, monkeypatch)
+    assert "replayed from a recording made on two GPUs, NVIDIA H200" in text and "NOT YET RUN" not in text
+    assert images == 1  # the access-cost figure
+    assert "2x NVIDIA H200, needs 2 GPUs; replayed from a recording of 2026-02-02" in text
+    assert "returned memory of device 1" in text and "ended in cudaErrorIllegalAddress" in text
+    assert "a pool miss mapped for device 1 took 2.0" in text
+    assert f"without the event {N} elements were overwritten" in text
+    assert "with another device current: cudaErrorInvalidResourceHandle" in text
