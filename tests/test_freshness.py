@@ -3,7 +3,8 @@
 Cheap: nothing is executed. For each `%%writefile {lesson.build}/X.cu` cell of notebooks/ and solutions/, the
 program's meaning (replay.program_meaning: source without comments, with the course headers it includes) is
 hashed, and some run recorded for that lesson in every set of recordings/ must carry that `program_sha`. A
-program whose only use is a cell that expects a CompileError is not run, so it has no recording.
+program whose only use is a cell that expects a CompileError is not run, so it has no recording. A program run
+with `gpus=N` (N > 1) is due only in sets recorded on a machine with at least N GPUs (runs record "gpus").
 """
 import json
 import re
@@ -18,10 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions") for p in (ROOT / folder).glob("*.ipynb"))
 WRITEFILE = re.compile(r"^%%writefile\s+(?:-a\s+)?\{lesson\.build\}/(?P<name>[\w.-]+\.(?:cu|cuh|h|py))\s*$")
 START = re.compile(r"""\.start\(\s*["'](?P<lesson>[^"']+)["']""")
+GPUS = re.compile(r"gpus\s*=\s*(?P<n>\d+)")
 
 
-def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path]]:
-    """The lesson's name, and each program its %%writefile cells write (written into `where`, headers too)."""
+def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path], dict[str, int]]:
+    """The lesson's name, each program its %%writefile cells write (written into `where`, headers too), and how
+    many GPUs each needs (`lesson.run(..., gpus=N)`; 1 when not said)."""
     nb = nbformat.read(str(path), as_version=4)
     lesson = next((m["lesson"] for c in nb.cells if c.cell_type == "code" for m in [START.search(c.source)] if m), None)
     written = {}
@@ -31,7 +34,7 @@ def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path]]:
         if m:
             (where / m["name"]).write_text(body)
             written[m["name"]] = where / m["name"]
-    run = {}
+    run, gpus = {}, {}
     for name, file in written.items():
         users = [c for c in nb.cells if c.cell_type == "code" and name in c.source and not WRITEFILE.match(
             c.source.partition("\n")[0].strip())]
@@ -39,22 +42,28 @@ def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path]]:
         runnable = name.endswith(".cu") or any(f'run("{name}"' in c.source for c in users)
         if runnable and not on_purpose:
             run[name] = file
-    return lesson, run
+            gpus[name] = max([int(m["n"]) for c in users for m in GPUS.finditer(c.source)] or [1])
+    return lesson, run, gpus
 
 
 def stale(path: Path, set_dir: Path, where: Path) -> list[str]:
     """What is not recorded in one set for one notebook, in words; [] when every program is."""
-    lesson, run = programs(path, where)
+    lesson, run, gpus = programs(path, where)
     if not run:
         return []
     if lesson is None:
         return [f"{path.name} writes programs but never calls sa.start(...)"]
-    recorded = set()
-    for file in sorted((set_dir / lesson).glob("*.json")):
+    recorded, set_gpus = set(), 1
+    for file in sorted(set_dir.glob("*/*.json")):
         if file.name != "machine.json":
-            recorded |= {r.get("program_sha") for r in replay.read_runs(file).values()}
+            runs = replay.read_runs(file).values()
+            set_gpus = max([set_gpus] + [int(r.get("gpus", 1)) for r in runs])
+            if file.parent.name == lesson:
+                recorded |= {r.get("program_sha") for r in runs}
     out = []
     for name, file in run.items():
+        if gpus[name] > set_gpus:  # this set was recorded on fewer GPUs than the program needs
+            continue
         if replay.source_hash(replay.program_meaning(file)) not in recorded:
             out.append(f"{set_dir.name}: no recording under {set_dir.name}/{lesson}/ ran {name} as "
                        f"{path.parent.name}/{path.name} writes it now: {replay.RERECORD}")
