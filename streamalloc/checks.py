@@ -174,10 +174,12 @@ class Report:
             self.wrong(str(e).split("\n\nnvcc said:")[0] + "\n" + "\n".join(e.log.splitlines()[:8]))
             return False
         except NvccNotFound as e:
-            self.unverified("whether it compiles, and everything its runs would show", NVCC_HELP, e)
+            self.unverified("whether it compiles, and everything its runs would show",
+                            "nvcc is not installed here (how to get it: below)", e)
             return False
         if exe is None:  # replay without nvcc: a recording of this very code would show that it built
-            self.unverified("whether it compiles", f"nvcc is not installed here. {NVCC_HELP}", NvccNotFound(NVCC_HELP))
+            self.unverified("whether it compiles", "nvcc is not installed here (how to get it: below)",
+                            NvccNotFound(NVCC_HELP))
         else:
             self.ok("it compiles")
         return True
@@ -229,7 +231,7 @@ class Report:
             self.unverified(what, str(e), e)
             return None
         except NvccNotFound as e:
-            self.unverified(what, NVCC_HELP, e)
+            self.unverified(what, "nvcc is not installed here (how to get it: below)", e)
             return None
         except RecordingError as e:
             self.not_replayed(what, e)
@@ -292,12 +294,14 @@ class Report:
         whats = "; ".join(dict.fromkeys(f.what for f in unverified))
         live = getattr(self.lesson, "live", False)
         if self.checks_solution():  # the course's own code: what it could not verify is the course's fault
-            cause = next((f.cause for f in unverified if f.cause is not None), None)
+            causes = [f.cause for f in unverified if f.cause is not None]
+            cause = next((c for c in causes if isinstance(c, RecordingError)), causes[0] if causes else None)
             kind = type(cause) if isinstance(cause, (MissingRecording, StaleRecording, NvccNotFound,
                                                      SanitizerNotFound)) else Unverified
-            reasons = "; ".join(f.text.splitlines()[0] for f in unverified)
+            reasons = "; ".join(f"{f.what}: {f.cause}" if isinstance(f.cause, RecordingError)
+                                else f.text.splitlines()[0] for f in unverified)
             raise kind(f"{self.title}: this is the course's own solution, and its check could not verify: {reasons}"
-                       + ("" if live else ". Re-record it on a GPU with `make record` (see README.md)"))
+                       + (f"\n{NVCC_HELP}" if isinstance(cause, NvccNotFound) else ""))
         nvcc = any(isinstance(f.cause, NvccNotFound) for f in unverified)
         print(f"\nPassed what could be checked here; not verified {'here' if live else 'without a GPU'}: {whats}."
               + (f"\n{NVCC_HELP}" if nvcc else "")
