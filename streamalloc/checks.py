@@ -193,7 +193,9 @@ class Report:
 
     def not_replayed(self, what: str, error: RecordingError):
         """Say that `what` could not be verified here: replay has only the recorded solution's runs."""
-        if isinstance(error, MissingRecording):
+        if self.checks_solution():  # the course's own code: its recording is what is missing or out of date
+            why = f"there is no GPU here, and {error}"
+        elif isinstance(error, MissingRecording):
             why = "there is no GPU here, and no recording of the solution yet to replay"
         else:
             why = ("there is no GPU here, and only the recorded solution can be replayed: your code differs from "

@@ -193,8 +193,8 @@ def function_text(src: str, name: str) -> str:
 
 def inline(src: str, name: str, depth: int = 3) -> str:
     """The function `name`, with the body of every function of the same file that it calls (and that those
-    call, `depth` levels deep) written in front of the statement that calls it, its parameters replaced by
-    the arguments of the call. So a cudaMallocAsync inside a helper called in a loop stands in that loop,
+    call, `depth` levels deep) written in front of the statement that calls it (the two in one block), its
+    parameters replaced by the arguments of the call. So a cudaMallocAsync inside a helper called in a loop stands in that loop,
     on the stream the caller passed. '' if the file does not define `name`."""
     code = strip_comments(src)
     defs = functions(code)
@@ -206,7 +206,7 @@ def inline(src: str, name: str, depth: int = 3) -> str:
 def _inline(code: str, text: str, defs: dict, depth: int, seen: set) -> str:
     if depth == 0:
         return text
-    inserts = []  # (offset of the calling statement, inlined body)
+    inserts = {}  # (start, end) of a calling statement: the inlined bodies of the helpers it calls
     for helper, (params, start, end) in defs.items():
         if helper in seen:
             continue
@@ -220,26 +220,50 @@ def _inline(code: str, text: str, defs: dict, depth: int, seen: set) -> str:
             for p, a in zip(params, args):
                 if p:
                     body = re.sub(rf"\b{re.escape(p)}\b", lambda _m, a=a: a, body)
-            inserts.append((_statement_start(text, m.start()), body))
-    for at, body in sorted(inserts, key=lambda x: -x[0]):
-        text = text[:at] + body + " " + text[at:]
+            at = _statement_start(text, m.start())
+            inserts.setdefault((at, statement_end(text, at)), []).append(body)
+    for (at, end), bodies in sorted(inserts.items(), key=lambda x: -x[0][0]):
+        text = text[:at] + "{" + " ".join(bodies) + " " + text[at:end] + "}" + text[end:]
     return text
 
 
 def _statement_start(text: str, pos: int) -> int:
-    """Where the statement holding offset `pos` begins: just after the ; { or } before it at its own level."""
+    """Where the statement holding offset `pos` begins: just after the ; { or } before it at its own level, or
+    after the header of the if/for/while (or the else, the do) whose body it is, if that has no braces."""
     depth = 0
     for i in range(pos - 1, -1, -1):
         c = text[i]
-        if c in ")]":
+        if c == ")" and depth == 0:
+            opening = _opening(text, i)
+            if re.search(r"\b(if|for|while|switch)\s*$", text[:opening]):
+                return _after_keyword(text, i + 1)
+            depth += 1
+        elif c in ")]":
             depth += 1
         elif c in "([":
             if depth == 0:
                 continue
             depth -= 1
         elif c in ";{}" and depth == 0:
-            return i + 1
+            return _after_keyword(text, i + 1)
     return 0
+
+
+def _opening(text: str, close: int) -> int:
+    """The offset of the ( that the ) at text[close] closes."""
+    depth = 0
+    for i in range(close, -1, -1):
+        depth += text[i] == ")"
+        depth -= text[i] == "("
+        if depth == 0:
+            return i
+    return 0
+
+
+def _after_keyword(text: str, start: int) -> int:
+    """`start`, or past an else or do that begins the statement there (its body is the statement)."""
+    m = re.match(r"\s*(else|do)\b", text[start:])
+    return _after_keyword(text, start + m.end()) if m else start
 
 
 def aliases(code: str, value: str) -> set[str]:

@@ -61,7 +61,7 @@ WRONG = {
     "another attribute set instead of the threshold": (
         lambda t: regions(t, ["const int yes = 1;\n"
                               "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, (void *)&yes));",
-                              AFTER]),
+                              TRIM]),
         ["the release threshold is never set"]),
 }
 
