@@ -107,5 +107,5 @@ def test_a_threshold_below_what_an_iteration_allocates_is_rejected():
     """32 MiB: the pool is never empty after a synchronization, but gives back the other 32 MiB every time and
     maps them again at the next cudaMallocAsync. The code reads right; the reserved memory shows it."""
     check = LAB.rejected("threshold 32 MiB", lambda t: regions(t, [threshold("32ull << 20"), AFTER]),
-                         "reserved memory", "less than the 64 MiB each iteration allocates", built=True)
+                         "reserved memory", "less than the 67,108,864 bytes (64 MiB) each iteration allocates", built=True)
     assert "cudaMemPoolAttrReleaseThreshold is set before the loop" in check.printed
