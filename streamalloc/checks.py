@@ -1,122 +1,57 @@
-"""Lab checks: build and run the learner's code and say, in plain words, what is right and what is wrong.
+"""A lab's check: its findings, each marked, and the verdict.
 
-    report = sa.checks.Report("Lab 1: from synchronous to stream-ordered")
-    src = report.source(lesson, "pipeline.cu")          # the learner's CUDA, as written
-    report.require_calls(src, ["cudaMallocAsync", "cudaFreeAsync"])
-    report.forbid_in_loop(src, ["cudaMalloc", "cudaFree"])
-    res = report.run(lesson, "pipeline.cu", args)       # None if it could not run (said why)
-    report.sanitize(lesson, "race.cu", args)            # what compute-sanitizer finds
-    ...
-    report.finish()                                      # prints the list; raises LabIncomplete if wrong
+    report = checks.Report("Lab 1: from synchronous to stream-ordered", lesson)
+    code = report.read("pipeline.cu", "pipeline_stream_ordered")  # the learner's function, helpers inlined
+    report.require_calls(code, ["cudaMallocAsync", "cudaFreeAsync"])
+    report.forbid_in_loop(code, ["cudaMalloc", "cudaFree"])
+    res = report.run("pipeline.cu", args)        # builds it; None if it could not run (the report says why)
+    report.sanitize("pipeline.cu", args)         # what compute-sanitizer finds
+    report.finish()                              # prints the findings and the verdict
 
-In replay a run cannot happen unless the code is exactly the recorded solution; the report then says
-what it could not check and why, and checks what needs no GPU (it compiles, the calls are there).
+Each finding is marked `ok`, `WRONG`, `note` (an explanation, such as "cannot tell from the source": the
+results decide) or `not verified` (with why). The verdict, in finish():
 
-Reading the learner's C++/CUDA, with comments ignored: `calls`, `loop_bodies`, `calls_in_loops`,
-`function_text`, `call_arguments`, and `StreamOrder`, a small model of the stream operations of a loop.
-Every offset these give is one into the comment-free code (`strip_comments(src)`), whichever of them
-it comes from, so they can be compared with each other.
+* anything WRONG: LabIncomplete, listing it;
+* everything verified: "All checks passed.";
+* something not verified (in replay, a run of code other than the recorded solution's; no nvcc; no
+  compute-sanitizer): for the learner's own code, "Passed what could be checked here; not verified without
+  a GPU: ...", never "All checks passed"; for the course's own solution (the file is the one in
+  solutions/), an error, as a lesson's missing or stale recording is: the course is at fault, not the code.
+
+The learner's C++ is read by `streamalloc.cppsource`.
 """
 from __future__ import annotations
 
-import re
+import dataclasses
+import json
+from pathlib import Path
 
-from . import sanitizer
-from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError,
-                     SanitizerNotFound)
+from . import cppsource, sanitizer
+from .cuda import NVCC_HELP
+from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError, SanitizerNotFound,
+                     StaleRecording)
+
+REPO = Path(__file__).resolve().parent.parent
+OK, WRONG, NOTE, UNVERIFIED = "ok", "WRONG", "note", "not verified"
 
 
 class LabIncomplete(CourseError):
     """The lab's check found something still wrong; the message lists it."""
 
-
-def strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", "", src)
+    def _render_traceback_(self):  # IPython shows this instead of the helper package's frames
+        return [f"LabIncomplete: {self}", "(the check's findings are printed above; %tb shows the full traceback)"]
 
 
-def calls(src: str, name: str) -> list[int]:
-    """Offsets where `name(` is called in code (comments ignored; cudaMalloc does not match cudaMallocAsync)."""
-    return [m.start() for m in re.finditer(rf"\b{re.escape(name)}\s*\(", strip_comments(src))]
+class Unverified(CourseError):
+    """The course's own solution could not be verified here (and no more specific error says why)."""
 
 
-def launches(src: str) -> list[tuple[str, int]]:
-    """(kernel, offset) of every kernel launch, `kernel<<<...>>>(...)`, in code (comments ignored)."""
-    return [(m[1], m.start()) for m in re.finditer(r"\b(\w+)\s*<<<", strip_comments(src))]
-
-
-def loop_bodies(src: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the bodies of every for/while loop with braces, in comment-free code."""
-    code = strip_comments(src)
-    bodies = []
-    for m in re.finditer(r"\b(for|while)\s*\(", code):
-        depth, i = 0, m.end() - 1
-        while i < len(code):  # skip the loop's parenthesized header
-            depth += code[i] == "("
-            depth -= code[i] == ")"
-            i += 1
-            if depth == 0:
-                break
-        j = i
-        while j < len(code) and code[j].isspace():
-            j += 1
-        if j < len(code) and code[j] == "{":
-            depth, k = 0, j
-            while k < len(code):
-                depth += code[k] == "{"
-                depth -= code[k] == "}"
-                k += 1
-                if depth == 0:
-                    break
-            bodies.append((j, k))
-    return bodies
-
-
-def calls_in_loops(src: str, name: str) -> int:
-    """How many calls of `name` stand inside a loop body."""
-    bodies = loop_bodies(src)
-    return sum(any(a <= pos < b for a, b in bodies) for pos in calls(src, name))
-
-
-def _closing(code: str, start: int, open_: str, close: str) -> int:
-    """The offset just past the bracket that closes the one at code[start] (len(code) if it is never closed)."""
-    depth = 0
-    for i in range(start, len(code)):
-        depth += code[i] == open_
-        depth -= code[i] == close
-        if depth == 0:
-            return i + 1
-    return len(code)
-
-
-def function_text(src: str, name: str) -> str:
-    """The definition of the C/C++ function `name`, comments removed, from its name to its closing brace.
-
-    '' if there is none. Offsets found in it (calls, loop_bodies) are offsets into this text."""
-    code = strip_comments(src)
-    m = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*\{{", code)
-    return code[m.start():_closing(code, m.end() - 1, "{", "}")] if m else ""
-
-
-def split_arguments(text: str) -> list[str]:
-    """Split an argument list at the commas that are not inside brackets; each argument stripped."""
-    parts, depth, current = [], 0, ""
-    for c in text:
-        depth += c in "([{"
-        depth -= c in ")]}"
-        if c == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += c
-    return [p for p in parts + [current.strip()] if p]
-
-
-def call_arguments(src: str, pos: int) -> list[str]:
-    """The arguments, as written, of the call at offset `pos` (as `calls` gives it) in comment-free code."""
-    code = strip_comments(src)
-    paren = code.index("(", pos)
-    return split_arguments(code[paren + 1:_closing(code, paren, "(", ")") - 1])
+@dataclasses.dataclass
+class Finding:
+    mark: str  # OK, WRONG, NOTE or UNVERIFIED
+    text: str
+    what: str = ""  # for UNVERIFIED: what was not verified, in a few words
+    cause: Exception | None = None  # for UNVERIFIED: the error that stopped it
 
 
 def english(names, conjunction: str = "and") -> str:
@@ -125,136 +60,81 @@ def english(names, conjunction: str = "and") -> str:
     return f"{', '.join(names[:-1])} {conjunction} {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-# -- the stream order of a loop ----------------------------------------------------------------------------
-STREAM_OPS = ("cudaMallocAsync", "cudaFreeAsync", "cudaEventRecord", "cudaEventRecordWithFlags", "cudaStreamWaitEvent")
-DEFAULT_STREAM = "the default stream"
-
-
-def _stream(arg: str) -> str:
-    arg = (arg or "").strip()
-    return DEFAULT_STREAM if arg in ("", "0", "NULL", "nullptr", "cudaStreamLegacy") else arg
-
-
-def stream_ops(src: str, loop_with: str = "cudaFreeAsync") -> list[dict]:
-    """The stream operations of the first loop that calls `loop_with`, in program order.
-
-    Each is {"what": the API call or the kernel's name, "stream": the stream as written, "event": for
-    cudaEventRecord (cudaEventRecordWithFlags counts as it) and cudaStreamWaitEvent}. Seen: kernel launches
-    (<<<grid, block, shared, stream>>>), cudaMallocAsync, cudaFreeAsync, cudaEventRecord and
-    cudaStreamWaitEvent written in the loop itself, not those inside functions it calls. [] if there is no
-    such loop.
-    """
-    code = strip_comments(src)
-    uses = calls(src, loop_with)
-    body = next(((a, b) for a, b in loop_bodies(src) if any(a <= p < b for p in uses)), None)
-    if body is None:
-        return []
-    a, b = body
-    ops = []
-    pattern = r"\b(?P<api>" + "|".join(STREAM_OPS) + r")\s*\(|\b(?P<kernel>\w+)\s*<<<"
-    for m in re.finditer(pattern, code[a:b]):
-        if m["kernel"]:
-            config = split_arguments(code[a + m.end():code.find(">>>", a + m.end())])
-            ops.append({"what": m["kernel"], "stream": _stream(config[3] if len(config) > 3 else "")})
-            continue
-        api, args = m["api"], call_arguments(code, a + m.start()) + ["", "", ""]
-        if api == "cudaMallocAsync":  # (&ptr, bytes, stream)
-            ops.append({"what": api, "stream": _stream(args[2])})
-        elif api == "cudaFreeAsync":  # (ptr, stream)
-            ops.append({"what": api, "stream": _stream(args[1])})
-        elif api == "cudaStreamWaitEvent":  # (stream, event, flags)
-            ops.append({"what": api, "stream": _stream(args[0]), "event": args[1]})
-        else:  # cudaEventRecord(event, stream), cudaEventRecordWithFlags(event, stream, flags)
-            ops.append({"what": "cudaEventRecord", "stream": _stream(args[1]), "event": args[0]})
-    return ops
-
-
-def happens_before(ops: list[dict]) -> list[set[int]]:
-    """For each operation, the earlier ones the GPU must have finished before it starts.
-
-    Those before it on its own stream, and, for cudaStreamWaitEvent, everything up to the event's most
-    recent cudaEventRecord so far (and all that had to finish before that). One pass through the loop body
-    in program order: what an iteration inherits from the one before is not modelled.
-    """
-    before, last_on, recorded = [], {}, {}
-    for k, op in enumerate(ops):
-        b = set()
-        if op["stream"] in last_on:
-            j = last_on[op["stream"]]
-            b |= before[j] | {j}
-        if op["what"] == "cudaStreamWaitEvent" and op.get("event") in recorded:
-            j = recorded[op["event"]]
-            b |= before[j] | {j}
-        before.append(b)
-        last_on[op["stream"]] = k
-        if op["what"] == "cudaEventRecord":
-            recorded[op["event"]] = k
-    return before
-
-
-class StreamOrder:
-    """A small model of the stream operations in a loop: what runs on which stream, and which events are
-    recorded and waited for; it answers whether one operation is ordered after another on the GPU.
-
-        order = StreamOrder(src)                       # the loop that calls cudaFreeAsync
-        order.missing("cudaMallocAsync", "consume")    # those the loop does not contain
-        order.stream("consume")                        # the stream it runs on, as written
-        order.ordered_after("consume", "cudaMallocAsync", "fill")  # True if it waits for both
-
-    An operation is named by its API call or its kernel's name; its first occurrence in the loop counts.
-    """
-
-    def __init__(self, src: str, loop_with: str = "cudaFreeAsync"):
-        self.ops = stream_ops(src, loop_with)
-        self.before = happens_before(self.ops)
-
-    def index(self, what: str) -> int | None:
-        return next((k for k, op in enumerate(self.ops) if op["what"] == what), None)
-
-    def missing(self, *whats: str) -> list[str]:
-        return [w for w in whats if self.index(w) is None]
-
-    def stream(self, what: str) -> str | None:
-        k = self.index(what)
-        return None if k is None else self.ops[k]["stream"]
-
-    def ordered_after(self, later: str, *earlier: str) -> bool:
-        """Does `later` start only once every one of `earlier` has finished (False if one is missing)?"""
-        k = self.index(later)
-        return k is not None and all(self.index(e) in self.before[k] for e in earlier)
+def solution_source(lesson_name: str, file: str) -> str | None:
+    """The CUDA that solutions/<lesson_name>.ipynb writes to `file` (its %%writefile cell), or None."""
+    path = REPO / "solutions" / f"{lesson_name}.ipynb"
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return None
+    for cell in cells:
+        text = "".join(cell.get("source", ""))
+        first, _, body = text.partition("\n")
+        if cell.get("cell_type") == "code" and first.startswith("%%writefile") and first.rstrip().endswith("/" + file):
+            return body
+    return None
 
 
 class Report:
-    """A lab check's findings, each marked ok, WRONG or not checked; finish() prints them and judges."""
+    """A lab check's findings; finish() prints them and gives the verdict."""
 
-    def __init__(self, title: str):
+    def __init__(self, title: str, lesson=None):
         self.title = title
-        self.items: list[tuple[str, str]] = []  # (mark, text): ok, wrong, not checked
+        self.lesson = lesson
+        self.items: list[Finding] = []
+        self.files: list[str] = []  # the learner's files this check read or ran
 
+    # -- findings -----------------------------------------------------------------------------------------
     def ok(self, text: str):
-        self.items.append(("ok", text))
+        self.items.append(Finding(OK, text))
 
     def wrong(self, text: str):
-        self.items.append(("WRONG", text))
+        self.items.append(Finding(WRONG, text))
 
-    def unchecked(self, text: str):
-        self.items.append(("not checked", text))
+    def note(self, text: str):
+        """An explanation that is neither right nor wrong, e.g. what the source reading cannot tell."""
+        self.items.append(Finding(NOTE, text))
+
+    def unverified(self, what: str, why: str, cause: Exception | None = None):
+        self.items.append(Finding(UNVERIFIED, f"{what}: {why}", what, cause))
+
+    def expect(self, condition: bool, good: str, bad: str):
+        (self.ok if condition else self.wrong)(good if condition else bad)
 
     @property
     def failed(self) -> bool:
-        return any(mark == "WRONG" for mark, _ in self.items)
+        return any(f.mark == WRONG for f in self.items)
 
-    def source(self, lesson, file) -> str:
-        return lesson.source(file).read_text()
+    @property
+    def marks(self) -> list[tuple[str, str]]:
+        return [(f.mark, f.text) for f in self.items]
 
-    def require_calls(self, src: str, names, why: str = ""):
+    # -- reading the learner's code -------------------------------------------------------------------------
+    def source(self, file: str) -> str:
+        """The learner's file, as written."""
+        if file not in self.files:
+            self.files.append(file)
+        return self.lesson.source(file).read_text()
+
+    def read(self, file: str, function: str | None = None) -> str:
+        """The learner's code without comments: the whole file, or `function` with the file's own helpers it
+        calls inlined (cppsource.inline). '' (and WRONG) if the function is not there."""
+        src = self.source(file)
+        if function is None:
+            return cppsource.strip_comments(src)
+        code = cppsource.inline(src, function)
+        if not code:
+            self.wrong(f"{file} has no function {function}: your version goes there")
+        return code
+
+    def require_calls(self, code: str, names, why: str = ""):
         """Each name must be called. `names` is a list (one `why` for all), or a dict from a name, or a tuple
         of alternatives, to why it is needed (one message per reason)."""
         needed = names if isinstance(names, dict) else {n: why for n in names}
         found, missing = [], {}
         for alternatives, reason in needed.items():
             alternatives = (alternatives,) if isinstance(alternatives, str) else tuple(alternatives)
-            hit = next((n for n in alternatives if calls(src, n)), None)
+            hit = next((n for n in alternatives if cppsource.calls(code, n)), None)
             if hit:
                 found.append(hit)
             else:
@@ -264,9 +144,10 @@ class Report:
             self.wrong(f"{english(group)} {verb} not called{': ' + reason if reason else ''}")
         if not missing:
             self.ok(f"calls {english(found)}")
+        return not missing
 
-    def forbid_in_loop(self, src: str, names, why: str = ""):
-        found = [n for n in names if calls_in_loops(src, n)]
+    def forbid_in_loop(self, code: str, names, why: str = ""):
+        found = [n for n in names if cppsource.calls_in_loops(code, n)]
         if found:
             self.wrong(f"{english(found)} {'is' if len(found) == 1 else 'are'} still called inside the loop"
                        f"{': ' + why if why else ''}")
@@ -282,53 +163,77 @@ class Report:
         place = next((p for p in (good, "inside", "before", "after") if p in found), "missing")
         (self.ok if place == good else self.wrong)(say[place])
 
-    def build(self, lesson, file, flags=()) -> bool:
+    # -- building and running -------------------------------------------------------------------------------
+    def build(self, file: str, flags=()) -> bool:
+        """Compile the learner's file; False if it cannot run (it does not compile, or no nvcc live)."""
+        if file not in self.files:
+            self.files.append(file)
         try:
-            exe = lesson.compile(file, flags)
+            exe = self.lesson.compile(file, flags)
         except CompileError as e:
             self.wrong(str(e).split("\n\nnvcc said:")[0] + "\n" + "\n".join(e.log.splitlines()[:8]))
             return False
-        except NvccNotFound:
-            self.unchecked("whether it compiles: nvcc is not installed here")
-            return True
-        if exe is None:
-            self.unchecked("whether it compiles: nvcc is not installed here")
+        except NvccNotFound as e:
+            self.unverified("whether it compiles, and everything its runs would show",
+                            "nvcc is not installed here (how to get it: below)", e)
+            return False
+        if exe is None:  # replay without nvcc: a recording of this very code would show that it built
+            self.unverified("whether it compiles", "nvcc is not installed here (how to get it: below)",
+                            NvccNotFound(NVCC_HELP))
         else:
             self.ok("it compiles")
         return True
 
+    def _compiled_where_recorded(self, res):
+        """A run replayed from a recording of this exact code shows that it compiled where it was recorded."""
+        for k, f in enumerate(self.items):
+            if f.mark == UNVERIFIED and f.what == "whether it compiles" and res.replayed:
+                self.items[k] = Finding(OK, f"it compiles: the recording of this exact code shows it built and ran "
+                                            f"({res.label})")
+
     def not_replayed(self, what: str, error: RecordingError):
-        """Say that `what` could not be checked here: replay has only the recorded solution's runs."""
-        if isinstance(error, MissingRecording):
+        """Say that `what` could not be verified here: replay has only the recorded solution's runs."""
+        if self.checks_solution():  # the course's own code: its recording is what is missing or out of date
+            why = f"there is no GPU here, and {error}"
+        elif isinstance(error, MissingRecording):
             why = "there is no GPU here, and no recording of the solution yet to replay"
         else:
             why = ("there is no GPU here, and only the recorded solution can be replayed: your code differs from "
                    "the recorded solution")
-        self.unchecked(f"{what}: {why}. Run this lab on a GPU for this check")
+        self.unverified(what, f"{why}. Run this lab on a GPU to check it", error)
 
-    def run(self, lesson, file, args=(), timeout: float = 120, flags=(), what: str = "the results"):
-        """Run the learner's program (live) or its recording (replay); None if it could not, with the reason.
-
-        `what` names what the run is for ("the results and the timing"), for the note when it cannot run."""
+    def run(self, file: str, args=(), timeout: float = 120, flags=(), what: str = "the results"):
+        """Build and run the learner's program (live) or its recording (replay); None if it could not, with the
+        reason. `what` names what the run is for ("the results and the timing"), for the note when it cannot."""
+        if not self.build(file, flags):
+            return None
         try:
-            return lesson.run(file, args, timeout=timeout, flags=flags)
+            res = self.lesson.run(file, args, timeout=timeout, flags=flags)
         except RecordingError as e:
             self.not_replayed(what, e)
-        except CourseError as e:
+            return None
+        except CourseError as e:  # it crashed, or ran past its timeout
             self.wrong(str(e))
-        return None
+            return None
+        self._compiled_where_recorded(res)
+        return res
 
-    def sanitize(self, lesson, file, args=(), tool_args=sanitizer.STREAM_ORDER_RACES, name: str = "sanitizer",
+    def sanitize(self, file: str, args=(), tool_args=sanitizer.STREAM_ORDER_RACES, name: str = "sanitizer",
                  timeout: float = 180, clean: str = "nothing wrong", errors: str = ""):
         """Run the program under compute-sanitizer (live; replayed otherwise) and say what it found.
 
         `clean` says what 0 errors means ("no stream-ordered race"), `errors` what its errors are (", such as
         ..."); the report is shortened to its first error. Returns the parsed report, or None."""
         what = "the check under compute-sanitizer"
+        if file not in self.files:
+            self.files.append(file)
         try:
-            res = sanitizer.measure(lesson, file, args, tool_args, name=name, timeout=timeout)
+            res = sanitizer.measure(self.lesson, file, args, tool_args, name=name, timeout=timeout)
         except SanitizerNotFound as e:
-            self.unchecked(f"{what}: {e}")
+            self.unverified(what, str(e), e)
+            return None
+        except NvccNotFound as e:
+            self.unverified(what, "nvcc is not installed here (how to get it: below)", e)
             return None
         except RecordingError as e:
             self.not_replayed(what, e)
@@ -339,8 +244,8 @@ class Report:
         found = sanitizer.parse(res.data)
         how = f"{found.command}; {res.label}"
         if found.errors is None:
-            self.unchecked(f"{what}: compute-sanitizer printed no error summary (exit status {found.returncode}); "
-                           f"its last lines:\n{found.tail()}")
+            self.unverified(what, f"compute-sanitizer printed no error summary (exit status {found.returncode}); "
+                                  f"its last lines:\n{found.tail()}")
         elif found.errors == 0:
             self.ok(f"compute-sanitizer finds {clean}: 0 errors ({how})")
         else:
@@ -355,22 +260,51 @@ class Report:
                    f"(target: at least {target:g}×; medians of {over} on {label})")
         self.expect(speedup >= target, f"speed: {figures}", f"speed: {figures}. {hint}")
 
-    def expect(self, condition: bool, good: str, bad: str):
-        (self.ok if condition else self.wrong)(good if condition else bad)
+    # -- the verdict --------------------------------------------------------------------------------------------
+    def checks_solution(self) -> bool:
+        """Is every file this check read the course's own solution (solutions/, comments and spacing aside)?"""
+        name = getattr(self.lesson, "name", None)
+        if not name or not self.files:
+            return False
+        for file in self.files:
+            mine, solution = self.lesson.source(file), solution_source(name, file)
+            if solution is None or not mine.is_file():
+                return False
+            if cppsource.normalized(mine.read_text()) != cppsource.normalized(solution):
+                return False
+        return True
 
     def __str__(self) -> str:
-        width = max(len(m) for m, _ in self.items) if self.items else 0
+        width = max(len(f.mark) for f in self.items) if self.items else 0
         lines = [self.title]
-        for mark, text in self.items:
-            first, *rest = text.splitlines() or [""]
-            lines.append(f"  {mark.ljust(width)}  {first}")
+        for f in self.items:
+            first, *rest = f.text.splitlines() or [""]
+            lines.append(f"  {f.mark.ljust(width)}  {first}")
             lines += [" " * (width + 4) + r for r in rest]
         return "\n".join(lines)
 
     def finish(self):
+        """Print the findings; raise LabIncomplete if one is WRONG; say what was not verified, and why."""
         print(self)
         if self.failed:
-            wrong = [t.splitlines()[0] for m, t in self.items if m == "WRONG"]
+            wrong = [f.text.splitlines()[0] for f in self.items if f.mark == WRONG]
             raise LabIncomplete(f"{len(wrong)} thing(s) still wrong: " + "; ".join(wrong))
-        unchecked = sum(m == "not checked" for m, _ in self.items)
-        print("\nAll checks passed." + (f" ({unchecked} could not be checked here: see above.)" if unchecked else ""))
+        unverified = [f for f in self.items if f.mark == UNVERIFIED]
+        if not unverified:
+            print("\nAll checks passed.")
+            return
+        whats = "; ".join(dict.fromkeys(f.what for f in unverified))
+        live = getattr(self.lesson, "live", False)
+        if self.checks_solution():  # the course's own code: what it could not verify is the course's fault
+            causes = [f.cause for f in unverified if f.cause is not None]
+            cause = next((c for c in causes if isinstance(c, RecordingError)), causes[0] if causes else None)
+            kind = type(cause) if isinstance(cause, (MissingRecording, StaleRecording, NvccNotFound,
+                                                     SanitizerNotFound)) else Unverified
+            reasons = "; ".join(f"{f.what}: {f.cause}" if isinstance(f.cause, RecordingError)
+                                else f.text.splitlines()[0] for f in unverified)
+            raise kind(f"{self.title}: this is the course's own solution, and its check could not verify: {reasons}"
+                       + (f"\n{NVCC_HELP}" if isinstance(cause, NvccNotFound) else ""))
+        nvcc = any(isinstance(f.cause, NvccNotFound) for f in unverified)
+        print(f"\nPassed what could be checked here; not verified {'here' if live else 'without a GPU'}: {whats}."
+              + (f"\n{NVCC_HELP}" if nvcc else "")
+              + ("" if live else "\nRun this lab on a GPU (live mode) for the rest of the check."))

@@ -7,7 +7,7 @@ CUDA: only the check catches it.
 """
 import pytest
 
-from labcheck import Lab, in_function, live_only, regions
+from labcheck import LIVE, Lab, in_function, live_only, regions
 
 LAB = Lab("lab1_stream_ordered", "pipeline.cu")
 FUNCTION = "pipeline_stream_ordered"
@@ -71,6 +71,64 @@ RIGHT = {
 }
 
 
+HELPER = """static int *take(size_t bytes, cudaStream_t stream) {  // a fresh buffer, in stream order
+    int *p = nullptr;
+    CHECK(cudaMallocAsync(&p, bytes, stream));
+    return p;
+}
+
+"""
+
+
+def rewritten(body: str):
+    """The solution with pipeline_stream_ordered's body replaced (and the helper `take` defined before it)."""
+    def edit(t):
+        start = t.index(f"void {FUNCTION}(")
+        open_ = t.index("{", start)
+        end = t.index("\n}\n", open_) + 3
+        return t[:start] + HELPER + t[start:open_ + 1] + "\n" + body + "}\n" + t[end:]
+    return edit
+
+
+# issue 10: right answers the reading used to fail
+RIGHT.update({
+    "the allocation in a helper function": rewritten("""\
+    const size_t bytes = size_t(n) * sizeof(int);
+    for (int it = 0; it < iters; ++it) {
+        int *buf = take(bytes, s);
+        compute(buf, in, n, it, out + it, s);
+        CHECK(cudaFreeAsync(buf, s));
+    }
+"""),
+    "a do-while loop": rewritten("""\
+    const size_t bytes = size_t(n) * sizeof(int);
+    int it = 0;
+    do {
+        int *buf = nullptr;
+        CHECK(cudaMallocAsync(&buf, bytes, s));
+        compute(buf, in, n, it, out + it, s);
+        CHECK(cudaFreeAsync(buf, s));
+    } while (++it < iters);
+"""),
+})
+
+
+def braceless(t):
+    """A for loop without braces around a call of a helper that allocates, computes and frees."""
+    helper = ("static void compute_fresh(size_t bytes, const int *in, int n, int it, u64 *slot, cudaStream_t s) {\n"
+              "    int *buf = take(bytes, s);\n    compute(buf, in, n, it, slot, s);\n"
+              "    CHECK(cudaFreeAsync(buf, s));\n}\n\n")
+    t = rewritten("""\
+    const size_t bytes = size_t(n) * sizeof(int);
+    for (int it = 0; it < iters; ++it)
+        compute_fresh(bytes, in, n, it, out + it, s);
+""")(t)
+    return t.replace(f"void {FUNCTION}(", helper + f"void {FUNCTION}(", 1)
+
+
+RIGHT["a for loop without braces, the work in a helper"] = braceless
+
+
 @pytest.mark.parametrize("name", list(RIGHT))
 def test_another_right_answer_passes(name):
     check = LAB.passes(name, RIGHT[name])  # live: its results and speed too; in replay: its code
@@ -96,3 +154,30 @@ def test_a_copy_to_the_host_in_the_loop_is_too_slow():
                                  "CHECK(cudaFreeAsync(buf, s));"])
     check = LAB.rejected("a cudaMemcpy to the host in the loop", edit, "speed:", built=True)
     assert "calls cudaMallocAsync and cudaFreeAsync" in check.printed and "result (yours): all" in check.printed
+
+
+def test_freeing_only_the_last_buffer_is_a_leak():
+    """issue 10: the free is in the loop, so the reading cannot tell; the pool's memory in use after the function
+    (live) shows the 199 buffers never freed. In replay the run of this code cannot be replayed: not verified."""
+    edit = lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",  # noqa: E731
+                                 "if (it == iters - 1) CHECK(cudaFreeAsync(buf, s));  // only the last one"])
+    if LIVE:
+        LAB.rejected("only the last buffer freed", edit, "leak: after your function returned", built=True)
+    else:
+        check = LAB.passes("only the last buffer freed", edit)
+        assert "not verified without a GPU: whether it compiles; the results, the memory and the timing" in \
+            check.printed or "not verified without a GPU: the results, the memory and the timing" in check.printed
+
+
+def test_freeing_on_a_stream_not_ordered_after_the_work():
+    """issue 10: cudaFreeAsync(buf, t) on a stream of its own. The reading cannot tell what t is (a note); live,
+    compute-sanitizer reports a use of buf not ordered before its free."""
+    edit = lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",  # noqa: E731
+                                 "cudaStream_t t;\nCHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));\n"
+                                 "CHECK(cudaFreeAsync(buf, t));  // not ordered after the kernels on s\n"
+                                 "CHECK(cudaStreamDestroy(t));"])
+    if LIVE:
+        check = LAB.rejected("freed on another stream", edit, "compute-sanitizer found", built=True)
+    else:
+        check = LAB.passes("freed on another stream", edit)
+    assert "cudaFreeAsync is called on `t`: the check cannot tell from the source" in check.printed

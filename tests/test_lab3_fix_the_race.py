@@ -52,3 +52,31 @@ def test_an_event_recorded_on_the_consumer_orders_nothing():
     """Four calls, as many as needed, but the first event is recorded on the wrong stream."""
     LAB.rejected("event recorded on the consumer", lambda cu: regions(cu, {0: RECORD_ON_THE_WRONG_STREAM}),
                  "consume on `consumer` is not ordered after fill_slow on `producer`")
+
+
+ORDER_HELPER = """\
+// Makes `later` wait, on the GPU, for everything enqueued on `earlier` so far.
+static void wait_for(cudaStream_t later, cudaStream_t earlier, cudaEvent_t event) {
+    CHECK(cudaEventRecord(event, earlier));
+    CHECK(cudaStreamWaitEvent(later, event, 0));
+}
+
+"""
+
+
+def test_the_record_and_the_wait_in_a_helper_pass():
+    """issue 10: the same two orderings, written through a helper function of the file."""
+    edit = lambda cu: regions(cu, ["wait_for(consumer, producer, filled);",  # noqa: E731
+                                   "wait_for(producer, consumer, consumed);"]).replace(
+        "int main(", ORDER_HELPER + "int main(", 1)
+    check = LAB.passes("record and wait in a helper", edit)
+    assert "consume on `consumer` waits for cudaMallocAsync and fill_slow on `producer`" in check.printed
+    assert "cudaFreeAsync on `producer` waits for consume on `consumer` (through an event)" in check.printed
+
+
+def test_the_free_moved_to_the_consumer_passes():
+    """One event is enough when the free follows the read in the consumer's own order."""
+    edit = lambda cu: regions(cu, [ONLY_TODO_1, ""]).replace(  # noqa: E731
+        "CHECK(cudaFreeAsync(buf, producer));", "CHECK(cudaFreeAsync(buf, consumer));")
+    check = LAB.passes("free on the consumer", edit)
+    assert "(in stream order)" in check.printed and "(1 of each needed)" in check.printed

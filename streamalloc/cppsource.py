@@ -1,0 +1,437 @@
+"""Reading a learner's C++/CUDA source, comments ignored: what a lab's check reads before it runs anything.
+
+    code = inline(src, "pipeline_stream_ordered")   # the function, with the file's own helpers it calls inlined
+    calls(code, "cudaMallocAsync")                  # offsets of the calls
+    loop_bodies(code)                                # (start, end) of every for / while / do loop's body
+    calls_in_loops(code, "cudaFree")                 # how many of them stand in a loop
+    call_arguments(code, pos)                        # the arguments of one call, as written
+    StreamOrder(code)                                # what the loop runs on which stream, and what waits for what
+
+Every offset is one into the comment-free code (`strip_comments(src)`), whichever function gives it, so they
+can be compared with each other. Where the reading cannot tell (a stream passed through an array, a function
+pointer), the functions say so (None, or an argument the caller does not recognize) rather than guess: a
+lab's check then says "cannot tell from the source", and the program's results decide.
+"""
+from __future__ import annotations
+
+import re
+
+KEYWORDS = {"if", "for", "while", "switch", "do", "return", "sizeof", "catch", "else"}
+
+
+def strip_comments(src: str) -> str:
+    """The code without its comments; idempotent, so offsets into its result stay offsets into it."""
+    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
+    return re.sub(r"//[^\n]*", "", src)
+
+
+def normalized(src: str) -> str:
+    """The code with comments removed and all whitespace runs made one space: equal for equal programs."""
+    return " ".join(strip_comments(src).split())
+
+
+def _closing(code: str, start: int, open_: str, close: str) -> int:
+    """The offset just past the bracket that closes the one at code[start] (len(code) if it is never closed)."""
+    depth = 0
+    for i in range(start, len(code)):
+        depth += code[i] == open_
+        depth -= code[i] == close
+        if depth == 0:
+            return i + 1
+    return len(code)
+
+
+def _skip_space(code: str, i: int) -> int:
+    while i < len(code) and code[i].isspace():
+        i += 1
+    return i
+
+
+def statement_end(code: str, start: int) -> int:
+    """The offset just past the statement that starts at (or after the spaces at) `start`: a block in braces,
+    an if/for/while/switch with its body (and else), a do ... while (...);, or a simple statement up to its
+    semicolon."""
+    j = _skip_space(code, start)
+    if j >= len(code):
+        return len(code)
+    if code[j] == "{":
+        return _closing(code, j, "{", "}")
+    m = re.match(r"(if|for|while|switch)\s*\(", code[j:])
+    if m:
+        k = _closing(code, j + m.end() - 1, "(", ")")
+        if m[1] == "while" and code[_skip_space(code, k):_skip_space(code, k) + 1] == ";":
+            return _skip_space(code, k) + 1
+        end = statement_end(code, k)
+        if m[1] == "if":
+            e = re.match(r"\s*else\b", code[end:])
+            if e:
+                end = statement_end(code, end + e.end())
+        return end
+    m = re.match(r"do\b", code[j:])
+    if m:
+        end = statement_end(code, j + m.end())
+        w = re.match(r"\s*while\s*\(", code[end:])
+        if w:
+            end = _closing(code, end + w.end() - 1, "(", ")")
+            end = _skip_space(code, end)
+            end += code[end:end + 1] == ";"
+        return end
+    depth = 0
+    for i in range(j, len(code)):
+        c = code[i]
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if depth < 0:  # the end of the enclosing block: a statement without its semicolon
+            return i
+        if c == ";" and depth == 0:
+            return i + 1
+    return len(code)
+
+
+def calls(src: str, name: str) -> list[int]:
+    """Offsets where `name(` is called in code (comments ignored; cudaMalloc does not match cudaMallocAsync)."""
+    return [m.start() for m in re.finditer(rf"\b{re.escape(name)}\s*\(", strip_comments(src))]
+
+
+def launches(src: str) -> list[tuple[str, int]]:
+    """(kernel, offset) of every kernel launch, `kernel<<<...>>>(...)`, in code (comments ignored)."""
+    return [(m[1], m.start()) for m in re.finditer(r"\b(\w+)\s*<<<", strip_comments(src))]
+
+
+def loop_bodies(src: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the body of every for, while and do loop, with or without braces."""
+    code = strip_comments(src)
+    bodies = []
+    for m in re.finditer(r"\b(for|while)\s*\(|\bdo\b", code):
+        if m[0] == "do":
+            j = _skip_space(code, m.end())
+        else:
+            j = _skip_space(code, _closing(code, m.end() - 1, "(", ")"))
+            if code[j:j + 1] == ";":  # the while (...); that ends a do loop, or an empty loop
+                continue
+        bodies.append((j, statement_end(code, j)))
+    return bodies
+
+
+def calls_in_loops(src: str, name: str) -> int:
+    """How many calls of `name` stand inside a loop body."""
+    bodies = loop_bodies(src)
+    return sum(any(a <= pos < b for a, b in bodies) for pos in calls(src, name))
+
+
+def in_loops(src: str, positions) -> list[int]:
+    """The positions (offsets) that stand inside a loop body."""
+    bodies = loop_bodies(src)
+    return [p for p in positions if any(a <= p < b for a, b in bodies)]
+
+
+def split_arguments(text: str) -> list[str]:
+    """Split an argument list at the commas that are not inside brackets; each argument stripped."""
+    parts, depth, current = [], 0, ""
+    for c in text:
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if c == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += c
+    return [p for p in parts + [current.strip()] if p]
+
+
+def call_arguments(src: str, pos: int) -> list[str]:
+    """The arguments, as written, of the call at offset `pos` (as `calls` gives it) in comment-free code."""
+    code = strip_comments(src)
+    paren = code.index("(", pos)
+    return split_arguments(code[paren + 1:_closing(code, paren, "(", ")") - 1])
+
+
+# -- functions ---------------------------------------------------------------------------------------------
+_DEFINITION = re.compile(r"\b(\w+)\s*\(([^;{}]*)\)\s*(?:const\s*)?\{")
+
+
+def functions(src: str) -> dict[str, tuple[list[str], int, int]]:
+    """The functions defined at the top level of the file: name -> (parameter names, start of the name,
+    end of the body). Kernels are included (they are launched, not called, so they are never inlined)."""
+    code = strip_comments(src)
+    found, depth, i = {}, 0, 0
+    while i < len(code):
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}":
+            depth -= 1
+        elif depth == 0 and (code[i].isalpha() or code[i] == "_") and (i == 0 or not (code[i - 1].isalnum()
+                                                                                      or code[i - 1] == "_")):
+            m = _DEFINITION.match(code, i)
+            if m and m[1] not in KEYWORDS:
+                end = _closing(code, m.end() - 1, "{", "}")
+                params = [_parameter_name(p) for p in split_arguments(m[2]) if p.strip() != "void"]
+                found.setdefault(m[1], (params, i, end))
+                i = end
+                continue
+            word = re.match(r"\w+", code[i:])
+            i += len(word[0])
+            continue
+        i += 1
+    return found
+
+
+def _parameter_name(param: str) -> str:
+    param = param.split("=")[0]
+    names = re.findall(r"\w+", re.sub(r"\[[^\]]*\]", "", param))
+    return names[-1] if names else ""
+
+
+def function_text(src: str, name: str) -> str:
+    """The definition of the C/C++ function `name`, comments removed, from its name to its closing brace.
+
+    '' if there is none. Offsets found in it (calls, loop_bodies) are offsets into this text."""
+    code = strip_comments(src)
+    found = functions(code).get(name)
+    return code[found[1]:found[2]] if found else ""
+
+
+def inline(src: str, name: str, depth: int = 3) -> str:
+    """The function `name`, with the body of every function of the same file that it calls (and that those
+    call, `depth` levels deep) written in front of the statement that calls it (the two in one block), its
+    parameters replaced by the arguments of the call. So a cudaMallocAsync inside a helper called in a loop stands in that loop,
+    on the stream the caller passed. '' if the file does not define `name`."""
+    code = strip_comments(src)
+    defs = functions(code)
+    if name not in defs:
+        return ""
+    return _inline(code, code[defs[name][1]:defs[name][2]], defs, depth, {name})
+
+
+def _inline(code: str, text: str, defs: dict, depth: int, seen: set) -> str:
+    if depth == 0:
+        return text
+    inserts = {}  # (start, end) of a calling statement: the inlined bodies of the helpers it calls
+    for helper, (params, start, end) in defs.items():
+        if helper in seen:
+            continue
+        for m in re.finditer(rf"(?<![\w.>]){re.escape(helper)}\s*\(", text):
+            if re.search(r"\b(void|int|float|double|auto|static|unsigned|char|long|bool|size_t|u64)\s*\**\s*$",
+                         text[:m.start()]):
+                continue  # a declaration, not a call
+            args = call_arguments(text, m.start())
+            body = code[code.index("{", start + len(helper)):end]
+            body = _inline(code, body, defs, depth - 1, seen | {helper})
+            for p, a in zip(params, args):
+                if p:
+                    body = re.sub(rf"\b{re.escape(p)}\b", lambda _m, a=a: a, body)
+            at = _statement_start(text, m.start())
+            inserts.setdefault((at, statement_end(text, at)), []).append(body)
+    for (at, end), bodies in sorted(inserts.items(), key=lambda x: -x[0][0]):
+        text = text[:at] + "{" + " ".join(bodies) + " " + text[at:end] + "}" + text[end:]
+    return text
+
+
+def _statement_start(text: str, pos: int) -> int:
+    """Where the statement holding offset `pos` begins: just after the ; { or } before it at its own level, or
+    after the header of the if/for/while (or the else, the do) whose body it is, if that has no braces."""
+    depth = 0
+    for i in range(pos - 1, -1, -1):
+        c = text[i]
+        if c == ")" and depth == 0:
+            opening = _opening(text, i)
+            if re.search(r"\b(if|for|while|switch)\s*$", text[:opening]):
+                return _after_keyword(text, i + 1)
+            depth += 1
+        elif c in ")]":
+            depth += 1
+        elif c in "([":
+            if depth == 0:
+                continue
+            depth -= 1
+        elif c in ";{}" and depth == 0:
+            return _after_keyword(text, i + 1)
+    return 0
+
+
+def _opening(text: str, close: int) -> int:
+    """The offset of the ( that the ) at text[close] closes."""
+    depth = 0
+    for i in range(close, -1, -1):
+        depth += text[i] == ")"
+        depth -= text[i] == "("
+        if depth == 0:
+            return i
+    return 0
+
+
+def _after_keyword(text: str, start: int) -> int:
+    """`start`, or past an else or do that begins the statement there (its body is the statement)."""
+    m = re.match(r"\s*(else|do)\b", text[start:])
+    return _after_keyword(text, start + m.end()) if m else start
+
+
+def aliases(code: str, value: str) -> set[str]:
+    """`value` and the names given it in the code (`cudaStream_t st = s;`, `auto attr = X;`), transitively."""
+    names, grown = {value}, True
+    while grown:
+        grown = False
+        for m in re.finditer(r"\b(\w+)\s*=\s*\(?\s*(\w+)\s*\)?\s*[;,)]", code):
+            if m[2] in names and m[1] not in names:
+                names.add(m[1])
+                grown = True
+    return names
+
+
+_NUMBER = re.compile(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*")
+
+
+def constant(code: str, expression: str, before: int | None = None) -> int | None:
+    """The value of an integer expression as written, where the reading can tell: literals (with suffixes),
+    UINT64_MAX, SIZE_MAX, ~0, << * + - and parentheses, casts to integer types, and names assigned such an
+    expression (the last assignment before offset `before`). None where it cannot tell."""
+    expr = expression.strip()
+    expr = re.sub(r"^\(\s*(?:const\s+)?(?:void|uint64_t|size_t|u64|unsigned long long|cuuint64_t)\s*\*\s*\)\s*", "",
+                  expr)
+    if expr.startswith("&"):
+        expr = expr[1:].strip()
+    return _evaluate(code, expr, before, 0)
+
+
+def _evaluate(code: str, expr: str, before, depth: int) -> int | None:
+    if depth > 4:
+        return None
+    expr = re.sub(r"\(\s*(?:uint64_t|size_t|u64|unsigned long long|unsigned long|unsigned|int|long long|long)\s*\)",
+                  "", expr)
+    expr = re.sub(r"static_cast<\s*\w[\w\s]*>", "", expr)
+    expr = expr.replace("UINT64_MAX", str(2**64 - 1)).replace("SIZE_MAX", str(2**64 - 1)).replace(
+        "ULLONG_MAX", str(2**64 - 1))
+
+    def name_value(m):
+        name = m[0]
+        if name in {"true", "false"}:
+            return m[0]
+        scope = code if before is None else code[:before]
+        last = None
+        for a in re.finditer(rf"\b{re.escape(name)}\s*(?:\[\s*\])?\s*=(?!=)\s*([^;,{{}}]+)[;,]", scope):
+            last = a
+        if last is None:
+            raise LookupError(name)
+        v = _evaluate(code, last[1], last.start(), depth + 1)
+        if v is None:
+            raise LookupError(name)
+        return str(v)
+
+    try:
+        expr = re.sub(r"\b(?!0[xX])[A-Za-z_]\w*\b", name_value, expr)
+    except LookupError:
+        return None
+    expr = _NUMBER.sub(lambda m: str(int(m[1], 0)), expr)
+    if not re.fullmatch(r"[\d\s()+\-*<>~]*", expr) or not expr.strip():
+        return None
+    try:
+        value = eval(expr.replace("~", "-1-"), {"__builtins__": {}})  # digits and operators only
+    except Exception:  # noqa: BLE001 - anything the reading cannot evaluate: it cannot tell
+        return None
+    return value % 2**64 if isinstance(value, int) else None
+
+
+# -- the stream order of a loop ----------------------------------------------------------------------------
+STREAM_OPS = ("cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaFreeAsync", "cudaEventRecord",
+              "cudaEventRecordWithFlags", "cudaStreamWaitEvent")
+DEFAULT_STREAM = "the default stream"
+
+
+def _stream(arg: str) -> str:
+    arg = (arg or "").strip()
+    arg = re.sub(r"^\(\s*cudaStream_t\s*\)\s*", "", arg)
+    while arg.startswith("(") and arg.endswith(")") and _closing(arg, 0, "(", ")") == len(arg):
+        arg = arg[1:-1].strip()
+    return DEFAULT_STREAM if arg in ("", "0", "NULL", "nullptr", "cudaStreamLegacy") else arg
+
+
+def stream_ops(src: str, loop_with: str = "cudaFreeAsync") -> list[dict]:
+    """The stream operations of the first loop that calls `loop_with`, in program order.
+
+    Each is {"what": the API call or the kernel's name, "stream": the stream as written, "event": for
+    cudaEventRecord (cudaEventRecordWithFlags counts as it) and cudaStreamWaitEvent}. Seen: kernel launches
+    (<<<grid, block, shared, stream>>>), cudaMallocAsync (and FromPool), cudaFreeAsync, cudaEventRecord and
+    cudaStreamWaitEvent written in the loop, and in the file's own functions called there if `src` went
+    through `inline`. [] if there is no such loop.
+    """
+    code = strip_comments(src)
+    uses = calls(code, loop_with)
+    body = next(((a, b) for a, b in loop_bodies(code) if any(a <= p < b for p in uses)), None)
+    if body is None:
+        return []
+    a, b = body
+    ops = []
+    pattern = r"\b(?P<api>" + "|".join(STREAM_OPS) + r")\s*\(|\b(?P<kernel>\w+)\s*<<<"
+    for m in re.finditer(pattern, code[a:b]):
+        if m["kernel"]:
+            config = split_arguments(code[a + m.end():code.find(">>>", a + m.end())])
+            ops.append({"what": m["kernel"], "stream": _stream(config[3] if len(config) > 3 else "")})
+            continue
+        api, args = m["api"], call_arguments(code, a + m.start())
+        if api in ("cudaMallocAsync", "cudaMallocFromPoolAsync"):  # the stream is the last argument
+            ops.append({"what": "cudaMallocAsync", "stream": _stream(args[-1] if len(args) >= 3 else "")})
+        elif api == "cudaFreeAsync":  # (ptr, stream)
+            ops.append({"what": api, "stream": _stream((args + ["", ""])[1])})
+        elif api == "cudaStreamWaitEvent":  # (stream, event, flags)
+            ops.append({"what": api, "stream": _stream((args + [""])[0]), "event": (args + ["", ""])[1]})
+        else:  # cudaEventRecord(event, stream), cudaEventRecordWithFlags(event, stream, flags)
+            ops.append({"what": "cudaEventRecord", "stream": _stream((args + ["", ""])[1]), "event": args[0]})
+    return ops
+
+
+def happens_before(ops: list[dict]) -> list[set[int]]:
+    """For each operation, the earlier ones the GPU must have finished before it starts.
+
+    Those before it on its own stream, and, for cudaStreamWaitEvent, everything up to the event's most
+    recent cudaEventRecord so far (and all that had to finish before that). One pass through the loop body
+    in program order: what an iteration inherits from the one before is not modelled.
+    """
+    before, last_on, recorded = [], {}, {}
+    for k, op in enumerate(ops):
+        b = set()
+        if op["stream"] in last_on:
+            j = last_on[op["stream"]]
+            b |= before[j] | {j}
+        if op["what"] == "cudaStreamWaitEvent" and op.get("event") in recorded:
+            j = recorded[op["event"]]
+            b |= before[j] | {j}
+        before.append(b)
+        last_on[op["stream"]] = k
+        if op["what"] == "cudaEventRecord":
+            recorded[op["event"]] = k
+    return before
+
+
+class StreamOrder:
+    """A small model of the stream operations in a loop: what runs on which stream, and which events are
+    recorded and waited for; it answers whether one operation is ordered after another on the GPU.
+
+        order = StreamOrder(inline(src, "main"))       # the loop that calls cudaFreeAsync
+        order.missing("cudaMallocAsync", "consume")    # those the loop does not contain
+        order.stream("consume")                        # the stream it runs on, as written
+        order.ordered_after("consume", "cudaMallocAsync", "fill")  # True if it waits for both
+
+    An operation is named by its API call or its kernel's name; its first occurrence in the loop counts.
+    """
+
+    def __init__(self, src: str, loop_with: str = "cudaFreeAsync"):
+        self.ops = stream_ops(src, loop_with)
+        self.before = happens_before(self.ops)
+
+    def index(self, what: str) -> int | None:
+        return next((k for k, op in enumerate(self.ops) if op["what"] == what), None)
+
+    def count(self, what: str) -> int:
+        return sum(op["what"] == what for op in self.ops)
+
+    def missing(self, *whats: str) -> list[str]:
+        return [w for w in whats if self.index(w) is None]
+
+    def stream(self, what: str) -> str | None:
+        k = self.index(what)
+        return None if k is None else self.ops[k]["stream"]
+
+    def ordered_after(self, later: str, *earlier: str) -> bool:
+        """Does `later` start only once every one of `earlier` has finished (False if one is missing)?"""
+        k = self.index(later)
+        return k is not None and all(self.index(e) in self.before[k] for e in earlier)

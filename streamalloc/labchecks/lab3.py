@@ -1,0 +1,114 @@
+"""Lab 3 (fix the race): race.cu's results, compute-sanitizer's report and the pool's memory, then the order its
+loop puts the two streams in.
+
+The fields race.cu prints are declared in the comment block at the top of its source, in
+solutions/lab3_fix_the_race.ipynb.
+"""
+from __future__ import annotations
+
+from .. import checks, cppsource, sanitizer
+from .common import SYNCS, leaked, show
+
+TITLE = "Lab 3: fix the race"
+FILE = "race.cu"
+ARGS = [1 << 20, 16, 2000, 200]           # elements, iterations, fill µs, consume µs
+SANITIZER_ARGS = [1 << 14, 3, 300, 30]    # smaller: the sanitizer slows every memory access down
+SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--show-backtrace", "device",
+             "--error-exitcode", "99"]
+ORDER = "Guide §15.3 API Fundamentals"
+
+
+def lab3(lesson) -> None:
+    """Builds race.cu, runs it, runs it under compute-sanitizer, and reads the order of its loop."""
+    report = checks.Report(TITLE, lesson)
+    res = report.run(FILE, ARGS, timeout=60, what="the results")
+    if res is not None:
+        results(report, res)
+        every_block_freed(report, res.records)
+    report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, timeout=180, clean="no stream-ordered race",
+                    errors=", such as an access to buf not ordered after its allocation or before its free")
+    order = cppsource.StreamOrder(report.read(FILE, "main"))  # main, with the file's own helpers inlined
+    if order.missing("cudaMallocAsync", "fill_slow", "consume", "cudaFreeAsync"):
+        report.wrong("the loop must still allocate buf (cudaMallocAsync), fill it (fill_slow<<<...>>>), read it "
+                     "(consume<<<...>>>) and free it (cudaFreeAsync)")
+    else:
+        read_after_the_fill(report, order)
+        freed_after_the_read(report, order)
+        as_many_events_as_needed(report, order)
+    report.forbid_in_loop(report.read(FILE, "main"), SYNCS, "let the streams wait for each other on the GPU, with "
+                                                            "events; a host wait in the loop stalls both streams")
+    report.finish()
+
+
+# -- what the run shows ------------------------------------------------------------------------------------------
+def what_was_read(got, it, j):
+    """Decode a wrong value: whose mark or whose values the consumer of iteration `it` read, and what it means."""
+    if got < 0:
+        k, what = -got - 1, f"the mark iteration {-got - 1}'s fill writes before its values"
+    elif got % 1000 == j % 1000 and got >= 1000:
+        k, what = got // 1000 - 1, f"iteration {got // 1000 - 1}'s value"
+    else:
+        return "a value no fill wrote: the consumer read the block before anything was written to it (TODO 1)"
+    if k > it:
+        return (f"{what}: a later iteration's fill was already writing into this block, so it had been freed and "
+                "handed to the next cudaMallocAsync before the consumer read it (TODO 2)")
+    if k == it and got < 0:
+        return f"{what}: the consumer read while this iteration's fill was still running (TODO 1)"
+    return f"{what}: the consumer read the block before this iteration's fill had written it (TODO 1)"
+
+
+def results(report, res):
+    per_iter = [r for r in res.records if "iter" in r]
+    total = next(r for r in res.records if "bad_iters" in r)
+    show([{k: v for k, v in r.items() if r["errors"] or k in ("iter", "errors")} for r in per_iter], res.label,
+         columns=["iter", "errors", "first_bad", "expected", "got"],
+         title="Every iteration's slice of out (first wrong element of each)")
+    reuse = (f"the pool returned the previous iteration's block in {total['same_block']} of "
+             f"{total['iters'] - 1} iterations")
+    bad = [r for r in per_iter if r["errors"]]
+    if not bad:
+        report.ok(f"results: all {total['iters']} iterations right, {total['n']:,} elements each ({reuse})")
+    else:
+        r = bad[0]
+        report.wrong(f"results: {len(bad)} of {total['iters']} iterations wrong ({total['errors']:,} elements). "
+                     f"First: iteration {r['iter']}, element {r['first_bad']}: expected {r['expected']}, "
+                     f"got {r['got']}, {what_was_read(r['got'], r['iter'], r['first_bad'])}; {reuse}")
+
+
+def every_block_freed(report, records):
+    total = next(r for r in records if "bad_iters" in r)
+    leaked(report, 0, total["pool_used_end"], ARGS[0] * 4, "the loop and a device synchronization",
+           "every iteration's buf must be freed with cudaFreeAsync, after its last use")
+
+
+# -- what the code explains ---------------------------------------------------------------------------------------
+def read_after_the_fill(report, order):
+    producer, consumer = order.stream("fill_slow"), order.stream("consume")
+    report.expect(order.ordered_after("consume", "cudaMallocAsync", "fill_slow"),
+                  f"consume on `{consumer}` waits for cudaMallocAsync and fill_slow on `{producer}`: it reads buf only "
+                  "once it is allocated and filled",
+                  f"consume on `{consumer}` is not ordered after fill_slow on `{producer}`: it can read buf before it "
+                  "is allocated and filled. Record an event on the producer after the fill, and make the consumer "
+                  f"wait for it (cudaStreamWaitEvent) before it reads (TODO 1; {ORDER})")
+
+
+def freed_after_the_read(report, order):
+    consumer, freer = order.stream("consume"), order.stream("cudaFreeAsync")
+    report.expect(order.ordered_after("cudaFreeAsync", "consume"),
+                  f"cudaFreeAsync on `{freer}` waits for consume on `{consumer}` "
+                  f"({'in stream order' if freer == consumer else 'through an event'}): buf is freed only after its "
+                  "last use",
+                  f"cudaFreeAsync on `{freer}` is not ordered after consume on `{consumer}`: the pool can give buf's "
+                  "block to the next iteration's cudaMallocAsync while the consumer still reads it. Record an event on "
+                  "the consumer after the read, and make the producer wait for it (cudaStreamWaitEvent) before "
+                  f"cudaFreeAsync (TODO 2; {ORDER})")
+
+
+def as_many_events_as_needed(report, order):
+    needed = 1 + (order.stream("cudaFreeAsync") != order.stream("consume"))
+    records, waits = order.count("cudaEventRecord"), order.count("cudaStreamWaitEvent")
+    report.expect(records >= needed and waits >= needed,
+                  f"the loop calls cudaEventRecord {records}× and cudaStreamWaitEvent {waits}× ({needed} of each "
+                  "needed)",
+                  f"the loop calls cudaEventRecord {records}× and cudaStreamWaitEvent {waits}×: {needed} of each are "
+                  "needed" + (", one pair before the read and one before the free" if needed == 2 else ""))

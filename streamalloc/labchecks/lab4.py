@@ -1,0 +1,171 @@
+"""Lab 4 (capture it): graph.cu's graph, results and graph memory, then how its code builds, launches and frees
+the graph (by stream capture, or node by node with the graph API).
+
+The fields graph.cu prints are declared in the comment block at the top of its source, in
+solutions/lab4_capture_graph.ipynb.
+"""
+from __future__ import annotations
+
+from .. import checks, cppsource, measure
+from .common import MiB, SYNCS, show
+
+TITLE = "Lab 4: capture it"
+FILE = "graph.cu"
+N, LAUNCHES, ITERATIONS = 1 << 22, 100, 100  # 16 MiB of floats per allocation; graph launches; loop iterations
+NEEDED = {  # the calls the lab asks for, however the graph is built, and why
+    ("cudaGraphInstantiate", "cudaGraphInstantiateWithFlags"): "a graph is launched as an executable graph (TODO 1)",
+    ("cudaGraphLaunch",): "launch the executable graph in the timed loop (TODO 2)",
+    ("cudaGraphExecDestroy",): "destroy the executable graph at the end (TODO 3)",
+    ("cudaGraphDestroy",): "destroy the graph too, at the end (TODO 3)",
+    ("cudaDeviceGraphMemTrim",): "without it the graph allocator keeps its physical memory after the graph is "
+                                 "destroyed (Graph Memory Nodes, Physical Memory Footprint) (TODO 4)",
+}
+NODES = ("cudaGraphAddMemAllocNode", "cudaGraphAddMemFreeNode")  # the graph built node by node
+
+
+def lab4(lesson) -> None:
+    """Builds graph.cu, runs it, and reads how main builds, launches and frees the graph."""
+    report = checks.Report(TITLE, lesson)
+    res = report.run(FILE, [N, LAUNCHES, ITERATIONS], timeout=60, what="the results and the graph memory")
+    if res is not None:
+        recs = res.records
+        mem = {r["phase"]: r for r in recs.where(what="graph_mem")}
+        tables(recs, mem, res.label)
+        the_graph_allocates_and_frees(report, recs.one(what="graph"))
+        results(report, recs)
+        graph_memory(report, mem)
+    code = report.read(FILE, "main")
+    if code:
+        report.require_calls(code, NEEDED)
+        if cppsource.calls(code, "cudaStreamBeginCapture") or not any(cppsource.calls(code, n) for n in NODES):
+            captured(report, code)
+        else:
+            built_node_by_node(report, code)
+        launched_in_the_loop(report, code)
+        trimmed_once_the_launches_completed(report, code)
+    report.finish()
+
+
+def mib(nbytes):
+    return f"{nbytes / MiB:.1f} MiB"
+
+
+# -- what the run shows ------------------------------------------------------------------------------------------
+def tables(recs, mem, label):
+    show([{"phase": p, "reserved MiB": r["reserved"] / MiB, "used MiB": r["used"] / MiB,
+           "reserved high MiB": r["reserved_high"] / MiB, "used high MiB": r["used_high"] / MiB}
+          for p, r in mem.items()], label, title="The graph allocator's memory")
+    times = {r["loop"]: r for r in recs.where(what="timing")}
+    rows = []
+    for loop, r in times.items():
+        dev = r["device_us"][1:] if loop == "graph" else r["device_us"]  # the first launch maps memory
+        host = r["host_us"][1:] if loop == "graph" else r["host_us"]
+        d, h = measure.summary(dev), measure.summary(host)
+        rows.append({"loop": "graph launches" if loop == "graph" else "uncaptured loop", "iterations": d["n"],
+                     "device µs (median)": d["median"], "p25": d["p25"], "p75": d["p75"],
+                     "host µs to enqueue (median)": h["median"]})
+    if "graph" in times:
+        rows.append({"loop": "first graph launch", "iterations": 1, "device µs (median)": times["graph"]["device_us"][0],
+                     "host µs to enqueue (median)": times["graph"]["host_us"][0]})
+    show(rows, label, title="One iteration: uncaptured vs graph (for information)")
+
+
+def the_graph_allocates_and_frees(report, graph):
+    report.expect(graph["alloc_nodes"] >= 1 and graph["free_nodes"] >= 1,
+                  f"the graph has {graph['nodes']} nodes: {graph['alloc_nodes']} memory allocation, "
+                  f"{graph['kernel_nodes']} kernel, {graph['free_nodes']} memory free",
+                  ("there is no graph: `graph` is still empty after TODO 1" if not graph["captured"] else
+                   f"the graph has {graph['nodes']} nodes but {graph['alloc_nodes']} memory allocation and "
+                   f"{graph['free_nodes']} memory free nodes: the allocation and the free of tmp must be in the graph, "
+                   "with the kernels"))
+
+
+def results(report, recs):
+    for loop, who in (("graph", "the graph"), ("stream", "the uncaptured loop (given)")):
+        r = recs.one(what="result", loop=loop)
+        hint = " (out is untouched: was the graph launched?)" if loop == "graph" and r["got"] == 0 else ""
+        unit = "launches" if loop == "graph" else "iterations"
+        report.expect(r["errors"] == 0, f"result of {who}: all {r['n']:,} elements right after {r['times']} {unit}",
+                      f"result of {who} after {r['times']} {unit}: element {r['first_bad']} is {r['got']:g}, expected "
+                      f"{r['expected']:g} ({r['errors']:,} of {r['n']:,} wrong){hint}")
+
+
+def graph_memory(report, mem):
+    launched, start, destroyed, trimmed = (mem[p] for p in ("launched", "start", "destroyed", "trimmed"))
+    chunk = (f"; it reserves physical memory in chunks, here {launched['reserved'] / (N * 4):g}× what the graph "
+             "allocates" if launched["reserved"] > N * 4 else "")
+    report.expect(launched["reserved"] > 0,
+                  f"while the executable graph exists, the graph allocator reserves {mib(launched['reserved'])} "
+                  f"(used: {mib(launched['used'])}) for a {mib(N * 4)} buffer{chunk}",
+                  "while the executable graph exists, the graph allocator reserves nothing: the graph allocates no "
+                  "memory of its own (is the allocation in the graph, and the graph launched?)")
+    if launched["reserved"] > 0:
+        report.expect(trimmed["reserved"] <= start["reserved"] and trimmed["used"] <= start["used"],
+                      f"after cudaDeviceGraphMemTrim the graph allocator reserves {mib(trimmed['reserved'])}, as at the "
+                      f"start ({mib(start['reserved'])}); between TODO 3 and TODO 4 it reserved "
+                      f"{mib(destroyed['reserved'])} (used: {mib(destroyed['used'])})",
+                      f"at the end the graph allocator still reserves {mib(trimmed['reserved'])} (at the start: "
+                      f"{mib(start['reserved'])}; used: {mib(trimmed['used'])}): once the graph's launches have "
+                      "completed, call cudaDeviceGraphMemTrim, and let the graph free what it allocates (TODO 1, 3 "
+                      "and 4)")
+
+
+# -- what the code explains ---------------------------------------------------------------------------------------
+def captured(report, code):
+    """Built by stream capture: the allocation, the kernels and the free between BeginCapture and EndCapture."""
+    calls = cppsource.calls
+    begins, ends = calls(code, "cudaStreamBeginCapture"), calls(code, "cudaStreamEndCapture")
+    if not begins or not ends:
+        report.wrong("the graph is neither captured (cudaStreamBeginCapture ... cudaStreamEndCapture on s) nor built "
+                     f"node by node ({' and '.join(NODES)}): capture one iteration into `graph` (TODO 1)")
+        return
+    b = begins[0]
+    e = next((p for p in ends if p > b), None)
+    if e is None:
+        report.wrong("cudaStreamEndCapture comes before cudaStreamBeginCapture: the capture must begin first")
+        return
+    inside = lambda name: any(b < p < e for p in calls(code, name))  # noqa: E731
+    kernels = [name for name, p in cppsource.launches(code) if b < p < e]
+    report.expect(inside("cudaMallocAsync") or inside("cudaMallocFromPoolAsync"),
+                  "cudaMallocAsync is inside the captured region: the graph gets a memory allocation node",
+                  "the allocation is not captured: cudaMallocAsync is not called between cudaStreamBeginCapture and "
+                  "cudaStreamEndCapture, so the graph has no allocation node and owns no memory; allocate tmp inside "
+                  "the capture, on s (TODO 1)")
+    report.expect(inside("cudaFreeAsync"),
+                  "cudaFreeAsync is inside the captured region: the graph gets a memory free node",
+                  "the free is not captured: cudaFreeAsync is not called between cudaStreamBeginCapture and "
+                  "cudaStreamEndCapture, so each launch leaves its allocation unfreed: the next launch then fails, "
+                  "or, with cudaGraphInstantiateFlagAutoFreeOnLaunch, frees it first, but the last launch's "
+                  "allocation stays in use and keeps its memory reserved after the trim; capture the free with the "
+                  "rest (TODO 1)")
+    report.expect(bool(kernels), f"the kernels are captured too ({', '.join(kernels) or '-'})",
+                  "no kernel is launched inside the captured region: capture produce and accumulate (TODO 1)")
+
+
+def built_node_by_node(report, code):
+    """Built with the graph API: an allocation node, kernel nodes and a free node."""
+    missing = [n for n in (*NODES, "cudaGraphAddKernelNode") if not cppsource.calls(code, n)]
+    report.expect(not missing, "the graph is built node by node: cudaGraphAddMemAllocNode, cudaGraphAddKernelNode "
+                               "and cudaGraphAddMemFreeNode (its dependencies are for the run to show)",
+                  f"the graph is built node by node, without {' or '.join(missing)}: it needs an allocation node, "
+                  "the kernels and a free node of tmp (TODO 1)")
+
+
+def launched_in_the_loop(report, code):
+    if cppsource.calls(code, "cudaGraphLaunch"):
+        report.expect(cppsource.calls_in_loops(code, "cudaGraphLaunch") > 0, "cudaGraphLaunch is called in the loop",
+                      "cudaGraphLaunch is not called inside the timed loop: the graph is to be launched once per "
+                      "iteration (TODO 2)")
+
+
+def trimmed_once_the_launches_completed(report, code):
+    """The trim frees only what no executing or scheduled graph uses: after a wait for the launches."""
+    trims, launches = cppsource.calls(code, "cudaDeviceGraphMemTrim"), cppsource.calls(code, "cudaGraphLaunch")
+    if trims and launches:
+        done = min((p for name in SYNCS for p in cppsource.calls(code, name) if p > max(launches)), default=None)
+        report.expect(done is not None and max(trims) > done,
+                      "cudaDeviceGraphMemTrim is called once the graph's launches have completed (after a "
+                      "synchronization that follows them)",
+                      "cudaDeviceGraphMemTrim is called before the graph's launches have completed: it frees only "
+                      "memory that no executing or scheduled graph uses, so trim once the graph's launches have "
+                      "completed, after a synchronization that follows the last cudaGraphLaunch (TODO 4)")
