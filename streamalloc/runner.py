@@ -17,6 +17,14 @@ REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("notebooks", "solutions", "labs")
 
 
+def _kernel_config():
+    """The kernels talk to the runner over local IPC sockets on Linux and macOS, not over TCP: nothing leaves the
+    machine, and ipykernel (7+) then has no reason to warn "Kernel is running over TCP without encryption"."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc"}}) if os.name == "posix" else Config()
+
+
 def notebooks(paths=()) -> list[Path]:
     if paths:
         found = []
@@ -86,7 +94,8 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
         error = ""
         try:
             papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
-                                       progress_bar=progress, log_output=False, execution_timeout=cell_timeout)
+                                       progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
+                                       config=_kernel_config())
         except papermill.PapermillExecutionError:
             pass  # papermill also counts the errors that raises-exception cells expect: judged below
         except Exception as e:  # the kernel died, or the notebook could not be read or written
