@@ -102,7 +102,11 @@ def server(course):
 
 @pytest.fixture(scope="session")
 def browser():
-    from playwright.sync_api import sync_playwright
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Playwright is not installed: pip install playwright (its browser download is not needed: "
+                    "the test drives Debian's chromium)")
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
