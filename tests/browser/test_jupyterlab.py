@@ -77,7 +77,7 @@ def server(course):
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={course}",
-         "--allow-root", "--LabApp.expose_app_in_browser=True",
+         "--allow-root", "--KernelManager.transport=ipc", "--LabApp.expose_app_in_browser=True",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
         env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
