@@ -22,7 +22,7 @@ labs: $(SETUP)              ## regenerate the generated files: links (README map
 preflight: $(SETUP)         ## instructors, on a room's machine: run it all live and in replay, build/preflight/report.html
 	$(PYTHON) -m streamalloc preflight
 site: $(SETUP)              ## the read-ahead copy: every notebook run in replay, as web pages in build/site/
-	STREAMALLOC_MODE=replay $(PYTHON) -m streamalloc run --no-progress
+	env -u MPLBACKEND STREAMALLOC_MODE=replay $(PYTHON) -m streamalloc run --no-progress
 	$(PYTHON) -m streamalloc.site
 browser: $(SETUP)           ## JupyterLab in headless Chromium (needs chromium and playwright: see .ci/run)
 	STREAMALLOC_BROWSER=1 STREAMALLOC_MODE=replay $(PYTHON) -m pytest tests/browser
