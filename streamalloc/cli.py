@@ -1,4 +1,4 @@
-"""The command line: `python -m streamalloc info | run | record`."""
+"""The command line: `python -m streamalloc info | run | record | preflight`."""
 from __future__ import annotations
 
 import argparse
@@ -23,6 +23,12 @@ def main(argv=None) -> int:
     rec.add_argument("paths", nargs="*")
     rec.add_argument("--kernel", default="python3")
     rec.add_argument("--no-progress", action="store_true")
+    pre = sub.add_parser("preflight", help="an instructor's check: run the course live and in replay, compare its "
+                         "key figures with the reference, write build/preflight/report.html and report.md")
+    pre.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/, solutions/, labs/)")
+    pre.add_argument("--kernel", default="python3")
+    pre.add_argument("--no-progress", action="store_true")
+    pre.add_argument("--report-only", action="store_true", help="write the report again from the last run")
     a = p.parse_args(argv)
     try:
         return _command(a)
@@ -62,6 +68,18 @@ def _command(a) -> int:
             return 2
         print(f"recordings written under {replay.root() / replay.record_to(mode_machine)}")
         return 0 if rows and all(r["result"] == "passed" for r in rows) else 1
+    if a.command == "preflight":
+        from . import preflight
+
+        if a.report_only:
+            try:
+                ready, line = preflight.write_report()
+            except FileNotFoundError as e:
+                print(e, file=sys.stderr)
+                return 2
+            print(line)
+            return 0 if ready else 1
+        return preflight.preflight(a.paths, kernel=a.kernel, progress=not a.no_progress)
     return 2
 
 

@@ -258,6 +258,32 @@ class Lesson:
                         program_sha=self._programs.get(source))
         return Result(name, args, "", "", seconds, False, self.label, json.loads(text))
 
+    # -- the figures an instructor's preflight compares with the reference ------------------
+    def key_figure(self, name: str, value, unit: str = "", band=(0.5, 2.0)):
+        """Record one of the lesson's key figures and return the value unchanged.
+
+        `make preflight` runs the course live, then in replay, and sets each figure beside the reference's
+        figure of the same name: the ratio live / reference should lie in band (lo, hi). The figures go to
+        build/key_figures/<live|replay>/<lesson>.json ($STREAMALLOC_KEY_FIGURES replaces build/key_figures);
+        a new sa.start(...) of the lesson starts its file afresh.
+        """
+        import math
+        import numbers
+
+        lo, hi = (float(b) for b in band)
+        if not 0 < lo <= hi:
+            raise ValueError(f"key figure {name!r}: the band {band!r} must be (lo, hi) with 0 < lo <= hi")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"key figure {name!r} must be a finite number, not {value!r}")
+        if not hasattr(self, "_key_figures"):
+            self._key_figures = {}  # this lesson's figures so far: its file is written whole each time
+        self._key_figures[name] = {"value": float(value), "unit": unit, "band": [lo, hi]}
+        folder = Path(os.environ.get("STREAMALLOC_KEY_FIGURES") or REPO / "build" / "key_figures") / self.mode.name
+        folder.mkdir(parents=True, exist_ok=True)
+        record = {"lesson": self.name, "mode": self.mode.name, "label": self.label, "figures": self._key_figures}
+        (folder / f"{self.name}.json").write_text(json.dumps(record, indent=1) + "\n")
+        return value
+
 
 def check_python(path: Path) -> None:
     """A Python program that does not parse is a CompileError (file:line), live and in replay, like nvcc's."""

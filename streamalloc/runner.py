@@ -24,6 +24,14 @@ class NoNotebooks(CourseError):
     """The paths given to the runner name no notebook."""
 
 
+def _kernel_config():
+    """The kernels talk to the runner over local IPC sockets on Linux and macOS, not over TCP: nothing leaves the
+    machine, and ipykernel (7+) then has no reason to warn "Kernel is running over TCP without encryption"."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc"}}) if os.name == "posix" else Config()
+
+
 def notebooks(paths=()) -> list[Path]:
     """The notebooks to run: those given (files, or every .ipynb in a folder), else the course's three folders."""
     if not paths:
@@ -147,7 +155,8 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
         error = ""
         try:
             papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
-                                       progress_bar=progress, log_output=False, execution_timeout=cell_timeout)
+                                       progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
+                                       config=_kernel_config())
         except papermill.PapermillExecutionError:
             pass  # papermill also counts the errors that raises-exception cells expect: judged below
         except CellTimeoutError:

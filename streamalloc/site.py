@@ -1,0 +1,196 @@
+"""The read-ahead copy: the course, executed in replay, as static web pages (nbconvert's HTML exporter).
+
+    make site                      # = python -m streamalloc run (replay), then python -m streamalloc.site
+
+It reads the executed notebooks that `python -m streamalloc run` left in build/executed/ (refusing a live or
+failed run: every page here is a replay of the reference recording) and writes build/site/: index.html (the
+README's course map, linking the pages), one page per lecture, lab (unsolved, as a learner gets it, linked
+to its solution) and solution. Every page carries a banner naming the reference machine
+(recordings/<gpu>/machine.json); the figures say the same at their foot. The pages load nothing from the
+network: widgets show the image of their default setting, and no require.js or MathJax is linked.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import sys
+from pathlib import Path
+
+from . import replay, runner
+
+REPO = runner.REPO
+EXECUTED = REPO / "build" / "executed"
+OUT = REPO / "build" / "site"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+TEMPLATE = """\
+{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block body_header -%}
+{{ super() }}
+{{ resources.site_header }}
+{%- endblock body_header -%}
+"""
+STYLE = """<style>
+.site-banner { font-family: system-ui, sans-serif; margin: 0 0 1em; padding: .7em 1em; background: #fff7e0;
+  border: 1px solid #e0b84a; border-radius: 6px; font-size: 14px; }
+.site-nav { font-family: system-ui, sans-serif; font-size: 14px; margin: .5em 0; }
+.site-nav a { margin-right: 1.2em; }
+</style>"""
+
+
+class SiteError(Exception):
+    """The executed course cannot be published: what is wrong, and what to run."""
+
+
+def reference_machine() -> dict:
+    name = replay.reference()
+    if not name:
+        raise SiteError("recordings/ holds no reference recording, so there is nothing to replay")
+    return replay.machine(name).to_dict()
+
+
+def banner(m: dict) -> str:
+    return (f"Read-ahead copy, executed in <b>replay</b>: every number and figure on this page was measured by the "
+            f"course's own code on <b>{html.escape(str(m.get('gpu')))}</b> (driver {html.escape(str(m.get('driver')))}, "
+            f"CUDA {html.escape(str(m.get('driver_cuda')))}, nvcc {html.escape(str(m.get('nvcc')))}, recorded "
+            f"{html.escape(str(m.get('date')))}) and replayed here. Run the notebook on a GPU to measure your own.")
+
+
+def course(repo: Path = REPO) -> list[str]:
+    """The course's notebooks, as the runner names them: notebooks/..., solutions/..., labs/... (.ipynb)."""
+    return [f"{folder}/{nb.name}" for folder in runner.FOLDERS for nb in sorted((repo / folder).glob("*.ipynb"))]
+
+
+def check_run(executed: Path, wanted: list[str]) -> list[dict]:
+    """The run's summary, if every wanted notebook ran in replay and passed; else SiteError."""
+    summary = executed.parent / "summary.json"
+    if not summary.is_file():
+        raise SiteError(f"{summary} is missing: run the course in replay first "
+                        "(STREAMALLOC_MODE=replay python -m streamalloc run, or `make site`)")
+    rows = {r["notebook"]: r for r in json.loads(summary.read_text())}
+    missing = [nb for nb in wanted if nb not in rows or not (executed / nb).is_file()]
+    live = [nb for nb in wanted if nb in rows and rows[nb]["mode"] != "replay"]
+    failed = [f"{nb} ({rows[nb]['error']})" for nb in wanted if nb in rows and rows[nb]["result"] != "passed"]
+    problems = ([f"not run: {', '.join(missing)}"] if missing else []) + (
+        [f"run live, not in replay: {', '.join(live)}"] if live else []) + ([f"failed: {'; '.join(failed)}"] if failed else [])
+    if problems:
+        raise SiteError("the read-ahead copy is built from a complete, passing replay run of the course; "
+                        + "; ".join(problems) + ". Run `STREAMALLOC_MODE=replay python -m streamalloc run` (or `make site`)")
+    return [rows[nb] for nb in wanted]
+
+
+def static(nb):
+    """The notebook without live widgets: their views go (the image of the default setting beside each stays)."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            o.get("data", {}).pop(WIDGET_VIEW, None)
+    return nb
+
+
+def index_map(readme: str, published: list[str]) -> str:
+    """README's course map, linking the pages of this copy instead of the .ipynb files (Colab by a plain link);
+    a notebook not published here keeps its title, without a link."""
+    m = re.search(r"<!-- COURSE MAP[^>]*-->(.*?)<!-- END COURSE MAP -->", readme, re.S)
+    if not m:
+        raise SiteError("README.md has no course map between its COURSE MAP markers")
+    text = re.sub(r"\[!\[Open In Colab\]\([^)]*\)\]\(([^)]*)\)", r"[Colab](\1)", m.group(1))
+    def link(m):
+        return f"[{m.group(1)}]({m.group(2)}.html)" if m.group(2) + ".ipynb" in published else m.group(1)
+
+    return re.sub(r"\[([^\]]*)\]\(((?:notebooks|labs|solutions)/[^)]+)\.ipynb\)", link, text)
+
+
+def intro(readme: str) -> str:
+    """README's first paragraphs: the title and what the course is, up to its first section."""
+    return readme.split("\n## ", 1)[0]
+
+
+def page_header(rel: str, m: dict, pages: list[str]) -> str:
+    depth = "../" * rel.count("/")
+    nav = [f'<a href="{depth}index.html">course map</a>']
+    folder, name = rel.split("/")
+    stem = name[:-len(".html")]
+    same = [p for p in pages if p.startswith(folder + "/")]
+    i = same.index(rel)
+    if i > 0:
+        nav.append(f'<a href="{depth}{same[i - 1]}">previous</a>')
+    if i + 1 < len(same):
+        nav.append(f'<a href="{depth}{same[i + 1]}">next</a>')
+    note = ""
+    if folder == "labs":
+        if f"solutions/{stem}.html" in pages:
+            nav.append(f'<a href="../solutions/{stem}.html" id="solution-link">the solution</a>')
+        note = (" This lab is shown <b>unsolved</b>, as a learner gets it: its check says what is still missing. "
+                "Its solution is a link above.")
+    elif folder == "solutions":
+        if f"labs/{stem}.html" in pages:
+            nav.append(f'<a href="../labs/{stem}.html">the lab, unsolved</a>')
+        note = " This is a lab's <b>solution</b>."
+    return (f'{STYLE}<nav class="site-nav">{" ".join(nav)}</nav>'
+            f'<div class="site-banner" id="replay-banner">{banner(m)}{note}</div>')
+
+
+def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()) -> Path:
+    """Write the site under out/ and return its index: every notebook of the course, or only those named
+    (as the runner names them: notebooks/03_pools.ipynb)."""
+    import mistune
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    executed, out = Path(executed), Path(out)
+    wanted = [str(Path(p).resolve().relative_to(repo)) if Path(p).is_absolute() else str(p) for p in only] or course(repo)
+    check_run(executed, wanted)
+    m = reference_machine()
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"site.html.j2": TEMPLATE})],
+                            template_file="site.html.j2")
+    pages = [nb[:-len(".ipynb")] + ".html" for nb in wanted]
+    for rel in pages:
+        folder, stem = rel[:-len(".html")].split("/")
+        nb = static(nbformat.read(str(executed / folder / f"{stem}.ipynb"), as_version=4))
+        body, _ = exporter.from_notebook_node(nb, resources={"site_header": page_header(rel, m, pages)})
+        (out / folder).mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(body)
+    readme = (repo / "README.md").read_text()
+    md = mistune.create_markdown(plugins=["table"])
+    index = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>The stream-ordered memory allocator, measured: read-ahead copy</title>
+{STYLE}
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; line-height: 1.45; }}
+table {{ border-collapse: collapse; margin: 1em 0; }} td, th {{ border: 1px solid #ccc; padding: .3em .7em; text-align: left; }}
+</style></head><body>
+<div class="site-banner" id="replay-banner">{banner(m)}</div>
+{md(intro(readme))}
+<h2>Course map</h2>
+{md(index_map(readme, wanted))}
+<p>Labs are shown unsolved, as a learner gets them, each with its solution beside it.</p>
+</body></html>
+"""
+    (out / "index.html").write_text(index)
+    return out / "index.html"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m streamalloc.site", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--executed", default=str(EXECUTED), help="the executed notebooks (default: build/executed)")
+    p.add_argument("--out", default=str(OUT), help="where to write the site (default: build/site)")
+    p.add_argument("only", nargs="*", help="publish only these notebooks (default: the whole course)")
+    a = p.parse_args(argv)
+    try:
+        index = build(Path(a.executed), Path(a.out), only=a.only)
+    except SiteError as e:
+        print(f"make site: {e}", file=sys.stderr)
+        return 1
+    print(f"the read-ahead copy: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
