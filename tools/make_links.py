@@ -22,8 +22,6 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
-
 ROOT = Path(__file__).resolve().parent.parent
 # owner/name on GitHub, the one place it is set; None until someone publishes the course there. While it is
 # None there are no badges and no clone: learners bring the course to Colab as an archive or a Drive folder.
@@ -117,6 +115,8 @@ def _check_block(block: str, where: str) -> None:
 
 def with_setup(text: str, where: str, force: bool = False) -> str:
     """The notebook (its .ipynb text) with the set-up lines in place of whatever precedes LIB in its first code cell."""
+    import nbformat  # here, so that tools/make_dist.py (which reads NAME) runs on a bare python3
+
     nb = nbformat.reads(text, as_version=4)
     cell = next(c for c in nb.cells if c.cell_type == "code")
     if LIB not in cell.source:
