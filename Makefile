@@ -1,11 +1,13 @@
 # The course's two commands (README.md):  make course  runs every notebook;  make test  runs the tests.
 # Both set up a virtual environment in .venv first. On a machine whose Python already has the packages,
 # skip that with PYTHON=python3 (for example: make test PYTHON=python3).
+# CI (.ci/run) adds: make colab-test (Colab's package set, constraints/colab.txt) and make compile-matrix.
 VENV   ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SETUP  := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.installed)
+COLAB_VENV ?= build/venv-colab
 
-.PHONY: setup course test record info labs preflight site browser clean
+.PHONY: setup course test record info labs dist colab-test compile-matrix preflight site browser clean
 setup: $(SETUP)             ## only set up .venv: the course's packages, its Jupyter kernel, nvcc if none is found
 course: $(SETUP)            ## run every notebook headless and print the summary
 	$(PYTHON) -m streamalloc run
@@ -18,6 +20,13 @@ info: $(SETUP)
 labs: $(SETUP)              ## regenerate the generated files: links (README map, set-up lines), labs/
 	$(PYTHON) tools/make_links.py
 	$(PYTHON) tools/make_labs.py
+dist:                       ## build/dist/stream-ordered-allocator.zip: the course in one archive (for Colab)
+	python3 tools/make_dist.py
+colab-test: $(COLAB_VENV)/.installed  ## Colab's packages: widget and set-up tests, every notebook through nbval
+	JUPYTER_PATH=$(abspath $(COLAB_VENV))/share/jupyter PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_VENV)/bin/python -m pytest \
+	  tests/test_widgets.py tests/test_colab_setup.py tests/test_gpu.py notebooks solutions labs
+compile-matrix: $(SETUP)    ## every .cu for sm_75 and the recorded GPU, with CUDA 13 and CUDA 12.4 on 12.0 headers
+	$(PYTHON) tools/compile_matrix.py --jobs 2
 
 preflight: $(SETUP)         ## instructors, on a room's machine: run it all live and in replay, build/preflight/report.html
 	$(PYTHON) -m streamalloc preflight
@@ -33,6 +42,16 @@ $(VENV)/.installed: requirements.txt
 	$(VENV)/bin/python -m pip install -q -r requirements.txt
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)"
 	bash tools/ensure_nvcc.sh $(VENV)
+	touch $@
+
+# rebuilt only when the pins change; pip's cache (~/.cache/pip) keeps the downloads between builds
+$(COLAB_VENV)/.installed: constraints/colab.txt
+	rm -rf $(COLAB_VENV)
+	python3 -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/python -m pip install -q -c constraints/colab.txt -r constraints/colab.txt
+	$(COLAB_VENV)/bin/python -m pip check
+	$(COLAB_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (Colab's packages)"
+	bash tools/ensure_nvcc.sh $(COLAB_VENV)
 	touch $@
 
 clean:

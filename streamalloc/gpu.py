@@ -2,12 +2,18 @@
 
 Live needs a CUDA GPU whose driver supports memory pools (cudaDevAttrMemoryPoolsSupported).
 Anything else replays recordings made on a real GPU. STREAMALLOC_MODE=replay forces replay
-on a GPU machine; STREAMALLOC_MODE=live makes a missing GPU an error instead of a replay.
+on a GPU machine; STREAMALLOC_MODE=live makes a missing GPU an error (LiveWithoutGPU) instead of a replay.
+
+The toolkit must match the driver: the driver's CUDA version is read (CuPy, nvidia-smi, or libcuda itself)
+before anything is built, and toolkit_problem() says when an nvcc builds programs this driver cannot run.
+STREAMALLOC_ARCH (for example compute_75) overrides the architecture programs are built for.
 """
 from __future__ import annotations
 
 import dataclasses
+import ctypes
 import datetime
+import importlib.metadata
 import os
 import platform
 import re
@@ -27,6 +33,7 @@ class Machine:
     driver: str | None = None  # the kernel driver, "580.159.04"
     driver_cuda: str | None = None  # the newest CUDA the driver supports, "13.0"
     runtime: str | None = None  # the CUDA runtime CuPy uses, "12.8"
+    cupy_package: str | None = None  # the distribution CuPy came from, "cupy-cuda12x"
     memory_total: int | None = None  # bytes
     memory_free: int | None = None  # bytes, when probed
     pools_supported: bool | None = None
@@ -52,10 +59,19 @@ class Machine:
 
     def describe(self) -> str:
         if not self.gpu:
-            return f"no CUDA GPU ({self.problem})"
+            return f"no GPU found ({self.problem})"
         gib = f", {self.memory_total / 2**30:.0f} GiB" if self.memory_total else ""
         return (f"{self.gpu} (compute capability {self.compute_capability}{gib}), driver {self.driver or '?'} "
                 f"(CUDA {self.driver_cuda or '?'})")
+
+
+class LiveWithoutGPU(RuntimeError):
+    """STREAMALLOC_MODE=live on a machine where the course cannot run live: one line says why.
+
+    conftest.py turns it into pytest.UsageError; in a notebook, IPython shows only the message."""
+
+    def _render_traceback_(self):
+        return [f"{type(self).__name__}: {self}"]
 
 
 @dataclasses.dataclass
@@ -96,6 +112,114 @@ def nvcc_version() -> str | None:
     return m.group(1) if m else None
 
 
+def _cupy_package() -> str | None:
+    """Which distribution installed the cupy module ("cupy-cuda12x"), or None."""
+    try:
+        names = importlib.metadata.packages_distributions().get("cupy", [])
+    except Exception:
+        return None
+    return sorted(names)[0] if names else None
+
+
+def _smi_cuda_version() -> str | None:
+    """The "CUDA Version: 12.8" that nvidia-smi prints in its header, or None."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def _libcuda_version() -> str | None:
+    """cuDriverGetVersion from the driver library itself (no CuPy, no nvidia-smi needed), or None."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value > 0:
+            return _cuda_version(version.value)
+    return None
+
+
+def driver_cuda_version() -> str | None:
+    """The newest CUDA version this machine's driver supports ("12.8"), or None without a driver.
+
+    Asks CuPy (cudaDriverGetVersion), then nvidia-smi, then libcuda (cuDriverGetVersion) through ctypes."""
+    try:
+        import cupy
+
+        v = cupy.cuda.runtime.driverGetVersion()
+        if v > 0:
+            return _cuda_version(v)
+    except Exception:
+        pass
+    return _smi_cuda_version() or _libcuda_version()
+
+
+def _major_minor(version: str | None) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def nvcc_help(driver_cuda: str | None = None) -> str:
+    """How to get an nvcc that this driver can run the output of: the course's one piece of install advice."""
+    v = _major_minor(driver_cuda)
+    if v is None:
+        where = "a CUDA toolkit (12.0 or newer)"
+        conda = "`conda install -c conda-forge cuda-nvcc cuda-cudart-dev`"
+    else:
+        where = f"a CUDA {v[0]} toolkit no newer than {v[0]}.{v[1]} (this driver supports up to CUDA {driver_cuda})"
+        conda = f"`conda install -c conda-forge cuda-nvcc cuda-cudart-dev \"cuda-version={v[0]}.{v[1]}\"`"
+    pip = ("; for CUDA 13 drivers, `bash tools/ensure_nvcc.sh VENV` installs NVIDIA's nvcc wheels (PyPI has no "
+           "CUDA 12 nvcc: the nvidia-cuda-nvcc-cu12 wheels hold no nvcc)") if v is None or v[0] >= 13 else ""
+    return (f"Get {where} with one of: {conda}; your distribution's CUDA packages (Debian: `apt install "
+            "nvidia-cuda-toolkit` from non-free; Ubuntu/RHEL: NVIDIA's cuda-toolkit-<major>-<minor> packages, "
+            f"https://developer.nvidia.com/cuda-downloads){pip}. On Colab, choose a GPU runtime: nvcc is in "
+            "/usr/local/cuda/bin.")
+
+
+def toolkit_problem(nvcc: str | None, driver_cuda: str | None) -> str | None:
+    """Why programs built by this nvcc cannot run on this driver, or None when they can (or there is no driver).
+
+    A toolkit of a newer major version than the driver's builds programs that fail with
+    cudaErrorInsufficientDriver. Within a major version, CUDA's minor version compatibility runs them
+    (features that need a newer driver fail with cudaErrorCallRequiresNewerDriver; PTX from a newer
+    toolkit cannot be compiled by an older driver, so STREAMALLOC_ARCH=compute_XX then needs nvcc <= driver)."""
+    n, d = _major_minor(nvcc), _major_minor(driver_cuda)
+    if n is None or d is None:
+        return None
+    if n[0] > d[0] or (n > d and arch_override() and arch_override().startswith("compute_")):
+        return (f"nvcc {nvcc} builds programs this driver (CUDA {driver_cuda}) cannot run "
+                f"(cudaErrorInsufficientDriver). {nvcc_help(driver_cuda)}")
+    return None
+
+
+def insufficient_driver_hint(nvcc: str | None, driver_cuda: str | None) -> str:
+    """What to say when a program fails with cudaErrorInsufficientDriver."""
+    return (f"The program was built with nvcc {nvcc or '?'}, and this GPU's driver supports CUDA "
+            f"{driver_cuda or '? (no driver found)'}: a program needs a driver at least as new as the toolkit's "
+            f"major version. Update the driver, or build with an older toolkit. {nvcc_help(driver_cuda)}")
+
+
+ARCH = re.compile(r"^(?:(?:sm|compute)_\d+[af]?|native|all|all-major)$")
+
+
+def arch_override() -> str | None:
+    """STREAMALLOC_ARCH: the architecture to build for instead of this GPU's (compute_75: PTX a T4 could run)."""
+    value = os.environ.get("STREAMALLOC_ARCH", "").strip()
+    if not value:
+        return None
+    if not ARCH.match(value):
+        raise ValueError(f"STREAMALLOC_ARCH={value!r} is not an nvcc architecture (for example sm_75, compute_75, native)")
+    return value
+
+
 def _driver_version() -> str | None:
     smi = shutil.which("nvidia-smi")
     if not smi:
@@ -111,10 +235,13 @@ def _driver_version() -> str | None:
 def probe(device: int = 0) -> Machine:
     """Look at this machine: the GPU through CuPy, nvcc on the PATH."""
     m = Machine(nvcc=nvcc_version(), host=platform.node(), date=datetime.date.today().isoformat())
+    m.driver_cuda = driver_cuda_version()
+    m.cupy_package = _cupy_package()
     try:
         import cupy
     except ImportError as e:
         m.problem = f"CuPy is not installed ({e.msg}); install cupy-cuda12x"
+        m.driver = _driver_version() if m.driver_cuda else None
         return m
     except Exception as e:  # a broken CuPy install must not break the notebook
         m.problem = f"CuPy failed to import: {e}"
@@ -124,7 +251,14 @@ def probe(device: int = 0) -> Machine:
     try:
         count = rt.getDeviceCount()
     except Exception as e:
-        m.problem = f"CuPy found no usable CUDA driver or GPU ({str(e).strip() or type(e).__name__})"
+        if m.driver_cuda is None:  # no driver at all: say so, not "driver version is insufficient"
+            m.problem = "no NVIDIA driver is installed: neither nvidia-smi nor libcuda is here"
+        elif "InsufficientDriver" in str(e):
+            m.problem = (f"this driver supports CUDA {m.driver_cuda}, older than the CUDA runtime of "
+                         f"{m.cupy_package or 'CuPy'} {m.cupy}: install the CuPy for your driver's CUDA major "
+                         f"(cupy-cuda{m.driver_cuda.split('.')[0]}x) or update the driver")
+        else:
+            m.problem = f"CuPy found no usable CUDA driver or GPU ({str(e).strip() or type(e).__name__})"
         return m
     if count <= device:
         m.problem = "CUDA found no GPU" if count == 0 else f"there is no GPU {device} (only {count})"
@@ -165,5 +299,5 @@ def decide(machine: Machine, forced: str | None = None) -> Mode:
     else:
         return Mode(True, f"{machine.gpu} supports memory pools, so every measurement runs on it")
     if forced == "live":
-        raise RuntimeError(f"STREAMALLOC_MODE=live was set, but {mode.reason}")
+        raise LiveWithoutGPU(f"STREAMALLOC_MODE=live was set, but {mode.reason}; unset it to replay recordings")
     return mode

@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 
 RUN_NOW = "run it now on this GPU"
 RUN_NOW_OFF = "run it now (needs a GPU)"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def _ipywidgets():
@@ -109,7 +110,7 @@ class Explorer:
             if value not in [v for _, v in pairs]:
                 raise ValueError(f"the default {name} {value!r} is not one of its options")
 
-        self.controls, self.now, self.output, self.box = {}, None, None, None
+        self.controls, self.readouts, self.now, self.output, self.box = {}, {}, None, None, None
         self.draws = 0  # how many times plot was called: a test's hook
         self._widgets = _ipywidgets()
         if self._widgets is not None:
@@ -122,21 +123,34 @@ class Explorer:
 
     # -- the widgets -----------------------------------------------------------------------
     def _build(self, w):
+        wide = {"description_width": "initial"}  # a description is never cut off
         for (name, pairs), value in zip(self.options.items(), self.default):
             if _is_switch(pairs):
-                self.controls[name] = w.Checkbox(value=value, description=name)
-            else:
-                self.controls[name] = w.SelectionSlider(options=pairs, value=value, description=name,
-                                                        continuous_update=False)
+                self.controls[name] = w.Checkbox(value=value, description=name, style=wide, indent=False)
+            else:  # the slider's own readout has a fixed width that cuts "UINT64_MAX": a Label beside it shows the choice
+                self.controls[name] = w.SelectionSlider(options=pairs, value=value, description=name, style=wide,
+                                                        readout=False, continuous_update=False)
+                self.readouts[name] = w.Label(value=self._label(name))
+                self.controls[name].observe(self._readout(name), names="value")
         if self.run is not None:
-            self.now = w.Checkbox(value=False, disabled=not self.live, description=RUN_NOW if self.live else RUN_NOW_OFF)
+            self.now = w.Checkbox(value=False, disabled=not self.live, description=RUN_NOW if self.live else RUN_NOW_OFF,
+                                  style=wide, indent=False)
         self.output = w.Output()
-        sliders = [c for c in self.controls.values() if not isinstance(c, w.Checkbox)]
-        switches = [c for c in self.controls.values() if isinstance(c, w.Checkbox)] + ([self.now] if self.now else [])
+        sliders = [w.HBox([c, self.readouts[n]]) for n, c in self.controls.items() if n in self.readouts]
+        switches = [c for n, c in self.controls.items() if n not in self.readouts] + ([self.now] if self.now else [])
         rows = [w.HBox(row) for row in (sliders, switches) if row]
         self.box = w.VBox(rows + [self.output])
         for c in list(self.controls.values()) + ([self.now] if self.now else []):
             c.observe(self.redraw, names="value")
+
+    def _label(self, name) -> str:
+        """The chosen option's label, from the options themselves (a slider's .label lags in some versions)."""
+        return self.options[name][self.controls[name].index][0]
+
+    def _readout(self, name):
+        def show(change):
+            self.readouts[name].value = self._label(name)
+        return show
 
     @property
     def setting(self) -> tuple:
@@ -200,8 +214,11 @@ class Explorer:
         image, metadata = self.shown["data"], self.shown["metadata"]
         if self.box is None:
             return image, metadata
-        bundle = self.box._repr_mimebundle_()  # a widget frontend shows the controls ...
-        bundle.update({k: v for k, v in image.items() if k != "text/plain"})  # ... others the image
+        # A widget frontend shows the controls, anything else the image. The widget's view is named here as
+        # ipywidgets 7 (display through _ipython_display_) and 8 (_repr_mimebundle_) both name it: protocol 2.0.
+        view = {"version_major": 2, "version_minor": 0, "model_id": self.box.model_id}
+        bundle = {"text/plain": image.get("text/plain", "Explorer"), WIDGET_VIEW: view}
+        bundle.update({k: v for k, v in image.items() if k != "text/plain"})
         return bundle, metadata
 
     def show(self):

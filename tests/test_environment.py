@@ -23,6 +23,28 @@ def test_pip_and_conda_list_the_same_packages():
         assert needed in pip
 
 
+def test_colab_pins_fit_the_requirements():
+    """Colab's versions (constraints/colab.txt) are within requirements.txt's ranges: the course admits them."""
+    from packaging.requirements import Requirement
+
+    pins = dict(_split(line) for line in (ROOT / "constraints/colab.txt").read_text().splitlines()
+                if line.strip() and not line.startswith("#"))
+    assert "Colab" in (ROOT / "constraints/colab.txt").read_text().split("\n")[0] + (ROOT / "constraints/colab.txt").read_text()
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            req = Requirement(line)
+            if req.name.lower() in pins:
+                assert pins[req.name.lower()].startswith("==")
+                assert req.specifier.contains(pins[req.name.lower()][2:]), f"{req} excludes Colab's {pins[req.name.lower()]}"
+    for needed in ("ipywidgets", "ipython", "cupy-cuda12x", "numpy", "matplotlib", "ipykernel", "jupyter_client"):
+        assert needed in pins
+
+
+def test_conda_pins_cuda_12_like_cupy_cuda12x():
+    env = (ROOT / "environment.yml").read_text()
+    assert "- cuda-version>=12.0,<13" in env and "cupy-cuda12x" in (ROOT / "requirements.txt").read_text()
+
+
 def test_notebooks_build_and_run_cuda_without_shell_lines():
     """A `!nvcc ...` or `!./prog` line fails silently under nbval: the course never uses one."""
     for folder in ("notebooks", "solutions", "labs"):

@@ -27,7 +27,142 @@ def test_replay_can_be_forced_on_a_gpu_machine():
 
 
 def test_forcing_live_without_a_gpu_is_an_error():
-    with pytest.raises(RuntimeError, match="STREAMALLOC_MODE=live"):
+    with pytest.raises(RuntimeError, match="STREAMALLOC_MODE=live"):  # LiveWithoutGPU is a RuntimeError
         decide(Machine(problem="no GPU"), forced="live")
     with pytest.raises(ValueError):
         decide(H100, forced="sometimes")
+
+
+# -- the driver and the toolkit ---------------------------------------------------------------------------------
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from streamalloc import gpu  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SMI = "#!/bin/sh\necho '| NVIDIA-SMI 570.1   Driver Version: 570.1   CUDA Version: {v}     |'\n"
+
+
+def fake_bin(tmp_path, **scripts):
+    d = tmp_path / "bin"
+    d.mkdir(exist_ok=True)
+    for name, text in scripts.items():
+        (d / name).write_text(text)
+        (d / name).chmod(0o755)
+    return d
+
+
+def test_driver_cuda_version_from_nvidia_smi_without_cupy(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy fails
+    monkeypatch.setattr(gpu, "_libcuda_version", lambda: None)
+    monkeypatch.setenv("PATH", str(fake_bin(tmp_path, **{"nvidia-smi": SMI.format(v="12.8")})))
+    assert gpu.driver_cuda_version() == "12.8"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert gpu.driver_cuda_version() is None
+
+
+def test_toolkit_must_not_be_newer_than_the_driver(monkeypatch):
+    monkeypatch.delenv("STREAMALLOC_ARCH", raising=False)
+    assert "cudaErrorInsufficientDriver" in gpu.toolkit_problem("13.0", "12.8")
+    assert "cuda-version=12.8" in gpu.toolkit_problem("13.0", "12.8")
+    assert gpu.toolkit_problem("12.8", "12.4") is None, "minor version compatibility runs 12.8's SASS on a 12.4 driver"
+    assert gpu.toolkit_problem("12.4", "13.0") is None and gpu.toolkit_problem("13.0", None) is None
+    monkeypatch.setenv("STREAMALLOC_ARCH", "compute_75")  # PTX: an older driver cannot JIT a newer toolkit's PTX
+    assert gpu.toolkit_problem("12.8", "12.4") is not None and gpu.toolkit_problem("12.4", "12.8") is None
+
+
+def test_install_advice_is_advice_that_works():
+    for driver in (None, "12.4", "13.0"):
+        text = gpu.nvcc_help(driver)
+        assert "pip install nvidia-cuda-nvcc-cu12" not in text and "sanitizer-api" not in text
+    assert "cuda-version=12.4" in gpu.nvcc_help("12.4") and "PyPI" not in gpu.nvcc_help("12.4")
+    assert "13.0" in gpu.insufficient_driver_hint("13.0", "12.4") and "12.4" in gpu.insufficient_driver_hint("13.0", "12.4")
+
+
+def test_live_without_a_gpu_is_one_line(monkeypatch):
+    with pytest.raises(gpu.LiveWithoutGPU) as e:
+        decide(Machine(problem="no NVIDIA driver is installed"), forced="live")
+    assert e.value._render_traceback_() == [f"LiveWithoutGPU: {e.value}"] and "\n" not in str(e.value)
+
+
+def test_no_driver_says_no_gpu_found(monkeypatch):
+    monkeypatch.setattr(gpu, "driver_cuda_version", lambda: None)
+    m = gpu.probe()
+    if m.gpu:
+        pytest.skip("a GPU is here")
+    assert m.describe().startswith("no GPU found") and "insufficient" not in m.describe()
+
+
+def test_arch_override(monkeypatch):
+    monkeypatch.delenv("STREAMALLOC_ARCH", raising=False)
+    assert gpu.arch_override() is None
+    monkeypatch.setenv("STREAMALLOC_ARCH", "compute_75")
+    assert gpu.arch_override() == "compute_75"
+    monkeypatch.setenv("STREAMALLOC_ARCH", "turing; rm -rf")
+    with pytest.raises(ValueError, match="not an nvcc architecture"):
+        gpu.arch_override()
+
+
+def test_machine_names_the_cupy_package():
+    m = Machine.from_dict({**H100.to_dict(), "cupy_package": "cupy-cuda12x"})
+    assert m.cupy_package == "cupy-cuda12x"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return
+    assert gpu._cupy_package().startswith("cupy")
+
+
+# -- tools/ensure_nvcc.sh ---------------------------------------------------------------------------------------
+def ensure_nvcc(tmp_path, driver, nvcc_release=None):
+    """Run ensure_nvcc.sh with a faked driver (nvidia-smi), nvcc and venv (whose pip only logs)."""
+    scripts = {"nvidia-smi": SMI.format(v=driver)} if driver else {}
+    if nvcc_release:
+        scripts["nvcc"] = f"#!/bin/sh\necho 'Cuda compilation tools, release {nvcc_release}, V{nvcc_release}.1'\n"
+    bin_dir = fake_bin(tmp_path, **scripts)
+    venv = tmp_path / "v e'n$v"  # a venv path that needs quoting
+    (venv / "bin").mkdir(parents=True)
+    tree = tmp_path / "site it's" / "cu13"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "bin/nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.1'\n")
+    (tree / "bin/nvcc").chmod(0o755)
+    (venv / "bin/python").write_text(
+        f'#!/bin/sh\nif [ "$1 $2" = "-m pip" ]; then echo "pip $*" >> "{tmp_path}/pip.log"; exit 0; fi\n'
+        f'case "$2" in *"import nvidia"*) echo "{tree}"; exit 0;; esac\nexec "{sys.executable}" "$@"\n')
+    (venv / "bin/python").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "ENSURE_NVCC_CUDA": str(tmp_path / "none"),
+           "PYTHONPATH": ""}
+    env.pop("CUDA_HOME", None)
+    env["PYTHONNOUSERSITE"] = "1"
+    # CuPy is hidden from the venv's python so that the faked nvidia-smi is what reports the driver
+    env["PYTHONPATH"] = str(fake_bin(tmp_path, **{"cupy.py": "raise ImportError('hidden')\n"}))
+    done = subprocess.run(["bash", str(ROOT / "tools/ensure_nvcc.sh"), str(venv)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    pip = (tmp_path / "pip.log").read_text() if (tmp_path / "pip.log").exists() else ""
+    return done, pip, venv
+
+
+def test_ensure_nvcc_refuses_a_cuda13_nvcc_for_a_cuda12_driver(tmp_path):
+    done, pip, _ = ensure_nvcc(tmp_path, "12.4", "13.0")
+    assert done.returncode == 1 and "cannot run" in done.stderr and "cuda-version=12.4" in done.stderr and not pip
+
+
+def test_ensure_nvcc_uses_a_cuda12_nvcc_for_a_cuda12_driver(tmp_path):
+    done, pip, _ = ensure_nvcc(tmp_path, "12.8", "12.4")
+    assert done.returncode == 0 and "CUDA 12.4" in done.stdout and not pip
+
+
+def test_ensure_nvcc_never_installs_cuda13_for_a_cuda12_driver(tmp_path):
+    done, pip, _ = ensure_nvcc(tmp_path, "12.4")
+    assert done.returncode == 1 and not pip, done.stdout + done.stderr
+    assert "PyPI has" in done.stderr and "CUDA 12 toolkit" in done.stderr
+
+
+def test_ensure_nvcc_installs_cuda13_without_a_driver_and_quotes_the_wrapper(tmp_path):
+    done, pip, venv = ensure_nvcc(tmp_path, None)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nvidia-cuda-nvcc>=13,<14" in pip and "release 13.0" in done.stdout
+    run = subprocess.run([str(venv / "bin/nvcc"), "--version"], capture_output=True, text=True)
+    assert "release 13.0" in run.stdout, (venv / "bin/nvcc").read_text()

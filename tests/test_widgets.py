@@ -57,12 +57,14 @@ def test_builds_the_controls_and_draws_the_default_once():
     assert isinstance(c["trim to 0 at the end"], ipywidgets.Checkbox) and c["trim to 0 at the end"].value is True
     assert ex.now is None, "no run function: no 'run it now' box"
     sliders, switches, out = ex.box.children
-    assert list(sliders.children) == [c["threshold"], c["block size"]]
+    assert [list(row.children) for row in sliders.children] == [[c["threshold"], ex.readouts["threshold"]],
+                                                                 [c["block size"], ex.readouts["block size"]]]
     assert list(switches.children) == [c["trim to 0 at the end"]] and out is ex.output
 
     # its display: the widget for a frontend, the default's image for nbval, papermill and static views
     data, _ = ex._repr_mimebundle_()
-    assert WIDGET_VIEW in data and data["image/png"] == image(ex)
+    assert data[WIDGET_VIEW] == {"version_major": 2, "version_minor": 0, "model_id": ex.box.model_id}
+    assert data["image/png"] == image(ex)
     assert ex.draws == 1 and len(calls) == 1, "showing it does not draw again"
 
 
@@ -125,3 +127,27 @@ def test_without_ipywidgets_it_draws_the_default_once(monkeypatch, capsys):
     assert "plot(threshold, size, trim)" in ex._call_hint()
     data, _ = ex._repr_mimebundle_()
     assert "image/png" in data and WIDGET_VIEW not in data and len(calls) == 1
+
+
+@needs_ipywidgets
+def test_the_readout_shows_the_whole_label():
+    """A slider's own readout has a fixed width that cut "UINT64_MAX" off: a Label beside it names the choice."""
+    controls = {"threshold": [("0", 0), ("UINT64_MAX", 2**64 - 1)], "block size": [16, 64], "trim": [False, True]}
+    grid = {(t, s, trim): [1, 2] for t in (0, 2**64 - 1) for s in (16, 64) for trim in (False, True)}
+    ex = widgets.Explorer(grid, make_plot([]), controls, default=(0, 16, False))
+    assert ex.controls["threshold"].readout is False and ex.readouts["threshold"].value == "0"
+    ex.controls["threshold"].value = 2**64 - 1
+    assert ex.readouts["threshold"].value == "UINT64_MAX" and ex.setting == (2**64 - 1, 16, False)
+    assert ex.controls["threshold"].style.description_width == "initial"
+
+
+@needs_ipywidgets
+def test_it_displays_through_ipython(capsys):
+    """What IPython's display does with it, under ipywidgets 7 (Colab) and 8: the widget view and the image."""
+    from IPython.core.formatters import DisplayFormatter
+
+    ex = widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(0, 16, False))
+    data, _ = DisplayFormatter().format(ex)
+    assert data[WIDGET_VIEW]["model_id"] == ex.box.model_id and data["image/png"] == image(ex)
+    ex.controls["threshold"].value = 256  # and it still updates after being shown
+    assert ex.draws == 2 and ex.setting == (256, 16, False)
