@@ -235,24 +235,30 @@ def known_state(records) -> str:
 
 
 def release_table(res, ref=None):
-    """One row per action: reserved before and after, whether it gave the block back and whether stream B then
-    got A's block; with the reference recording's answers beside them when given."""
-    def counts(records, action):
-        rs = records.where(action=action)
-        pool = "reserved_after" in rs[0]
-        return rs, f"{sum(map(gave_back, rs))}/{len(rs)}", f"{sum(map(b_reused, rs))}/{len(rs)}" if pool else "(pool gone)"
+    """One row per action: at threshold 0, reserved before and after and whether it gave the block back; at
+    threshold UINT64_MAX (the block stays), whether stream B then got A's block; with the reference recording's
+    answers beside them when given."""
+    def counts(records, action, threshold, test):
+        rs = records.where(action=action, threshold=threshold)
+        if not rs:
+            return rs, "(not run)"
+        if test is b_reused and "reserved_after" not in rs[0]:
+            return rs, "(pool gone)"
+        return rs, f"{sum(map(test, rs))}/{len(rs)}"
 
     rows = []
     for action in dict.fromkeys(r["action"] for r in res.records):
-        rs, back, reused = counts(res.records, action)
+        rs, back = counts(res.records, action, "0", gave_back)
+        _, reused = counts(res.records, action, "max", b_reused)
         row = {"action": action, "guide": GUIDE.get(action, "not in the guide"),
                "reserved before MiB": mib(med([r["reserved_before"] for r in rs])),
                "reserved after MiB": mib(med([r["reserved_after"] for r in rs])) if "reserved_after" in rs[0] else "(pool gone)",
-               "gave the block back": back, "B then got A's block": reused,
+               "threshold 0: gave the block back": back, "threshold max: B then got A's block": reused,
                "call µs": med([r["action_us"] for r in rs])}
         if ref is not None and ref.records.where(action=action):
-            _, row["reference: gave back"], row["reference: B got it"] = counts(ref.records, action)
+            row["reference: gave back"] = counts(ref.records, action, "0", gave_back)[1]
+            row["reference: B got it"] = counts(ref.records, action, "max", b_reused)[1]
         rows.append(row)
     label = res.label + (f"; reference: {ref.label}" if ref is not None else "")
     return plots.Table(rows, label, title="What gives a pool's memory back at release threshold 0, and what lets "
-                                          "another stream reuse it")
+                                          "another stream reuse it where the pool keeps it")
