@@ -39,7 +39,7 @@ class LabIncomplete(CourseError):
     """The lab's check found something still wrong; the message lists it."""
 
     def _render_traceback_(self):  # IPython shows this instead of the helper package's frames
-        return [f"LabIncomplete: {self}", "(the check's findings are printed above; %tb shows the full traceback)"]
+        return [f"LabIncomplete: {self}", "(the check's findings are printed above; `%tb verbose` shows the full traceback)"]
 
 
 class Unverified(CourseError):

@@ -180,9 +180,12 @@ class Lesson:
         """How many CUDA GPUs this machine has (0 without a usable one)."""
         if not self.here.gpu:
             return 0
-        import cupy  # probe() found the GPU through CuPy
+        try:
+            import cupy  # probe() found the GPU through CuPy
 
-        return int(cupy.cuda.runtime.getDeviceCount())
+            return int(cupy.cuda.runtime.getDeviceCount())
+        except Exception:  # the GPU was found, so at least that one
+            return 1
 
     def _sets_with(self, gpus: int, name: str | None = None) -> list[str]:
         """Sets of recordings holding a run of this lesson (of program `name`, or of any) made with at least
