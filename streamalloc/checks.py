@@ -38,8 +38,7 @@ OK, WRONG, NOTE, UNVERIFIED = "ok", "WRONG", "note", "not verified"
 class LabIncomplete(CourseError):
     """The lab's check found something still wrong; the message lists it."""
 
-    def _render_traceback_(self):  # IPython shows this instead of the helper package's frames
-        return [f"LabIncomplete: {self}", "(the check's findings are printed above; `%tb verbose` shows the full traceback)"]
+    # IPython shows CourseError's short form: this line, the hint, and the checklist the check printed above it
 
 
 class Unverified(CourseError):
