@@ -26,13 +26,8 @@ from .errors import CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
 INCLUDE = Path(__file__).parent / "include"  # course.cuh: the CHECK macro every program uses
 BASE_FLAGS = ["-O2", "-std=c++17", "-lineinfo"]
 
-NVCC_HELP = (
-    "nvcc, the CUDA compiler, was not found on the PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin. "
-    "Get it with one of: the CUDA Toolkit (https://developer.nvidia.com/cuda-downloads); "
-    "`conda install -c conda-forge cuda-nvcc cuda-cudart-dev`; "
-    "`pip install nvidia-cuda-nvcc-cu12` and put its bin folder on the PATH. "
-    "On Colab, choose a GPU runtime: nvcc is in /usr/local/cuda/bin."
-)
+NVCC_HELP = ("nvcc, the CUDA compiler, was not found on the PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin. "
+             + gpu.nvcc_help())  # the general advice; a build that finds no nvcc names the driver's CUDA too
 
 
 def headers_text() -> str:
@@ -40,7 +35,11 @@ def headers_text() -> str:
 
 
 def arch_flags(compute_capability: str | None, live: bool) -> list[str]:
-    """Build for the GPU that is here (-arch=native); in replay, for the recorded GPU's architecture."""
+    """Build for the GPU that is here (-arch=native); in replay, for the recorded GPU's architecture;
+    $STREAMALLOC_ARCH (e.g. compute_75: PTX that a T4 could run) overrides both."""
+    override = gpu.arch_override()
+    if override:
+        return [f"-arch={override}"]
     if live:
         return ["-arch=native"]
     if compute_capability:
@@ -53,7 +52,8 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     """Compile one .cu file to an executable; a second call with the same content and flags reuses it."""
     nvcc = gpu.nvcc_path()
     if nvcc is None:
-        raise NvccNotFound(NVCC_HELP)
+        raise NvccNotFound("nvcc, the CUDA compiler, was not found on the PATH, in $CUDA_HOME/bin or in "
+                           "/usr/local/cuda/bin. " + gpu.nvcc_help(gpu.driver_cuda_version()))
     source = Path(source)
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
@@ -156,35 +156,13 @@ def driver_present() -> bool:
             or shutil.which("nvidia-smi") is not None)
 
 
-def driver_cuda_from_smi() -> str | None:
-    """The newest CUDA the driver supports, as nvidia-smi prints it ("CUDA Version: 12.8"), or None."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    m = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
-    return m.group(1) if m else None
-
-
 def driver_hint(toolkit: str | None = None, driver_cuda: str | None = None) -> str:
     """What cudaErrorInsufficientDriver means here: no GPU at all, or a toolkit newer than the driver."""
     if not driver_present():
         return ("No GPU found: this machine has no NVIDIA driver, so no CUDA program can run here "
                 "(CUDA reports that as 'CUDA driver version is insufficient'). Use a machine or a Colab runtime "
                 "with a GPU; without one the course replays its recordings.")
-    toolkit = toolkit or gpu.nvcc_version()
-    if driver_cuda is None:
-        m = gpu.probe()
-        driver_cuda = m.driver_cuda or driver_cuda_from_smi()
-    return (f"The program was built with the CUDA {toolkit or '?'} toolkit (nvcc {toolkit or 'unknown'}), and this "
-            f"GPU's driver supports CUDA {driver_cuda or 'an older version (nvidia-smi shows which)'}: a program "
-            "needs a driver at least as new as the toolkit's major version. Use a toolkit no newer than the "
-            f"driver's CUDA{' ' + driver_cuda if driver_cuda else ''}, for example with conda: "
-            f"`conda install -c conda-forge cuda-nvcc cuda-cudart-dev cuda-version={driver_cuda or '12.0'}` "
-            "(or update the driver).")
+    return gpu.insufficient_driver_hint(toolkit or gpu.nvcc_version(), driver_cuda or gpu.driver_cuda_version())
 
 
 def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,

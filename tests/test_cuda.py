@@ -85,7 +85,7 @@ def test_a_hang_is_killed_at_the_timeout(tmp_path):
 
 def test_no_nvcc_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu, "nvcc_path", lambda: None)
-    with pytest.raises(NvccNotFound, match="CUDA Toolkit"):
+    with pytest.raises(NvccNotFound, match="nvcc, the CUDA compiler, was not found.*cuda-nvcc"):
         cuda.build(program(tmp_path, "any", "int main() { return 0; }"))
 
 
@@ -142,13 +142,10 @@ INSUFFICIENT = ("first_pool.cu:12: cudaMallocAsync(&p, n, s) failed: CUDA driver
 def test_a_toolkit_newer_than_the_driver_names_both_and_what_to_do(monkeypatch):
     monkeypatch.setattr(cuda, "driver_present", lambda: True)
     monkeypatch.setattr(gpu, "nvcc_version", lambda: "13.0")
-    monkeypatch.setattr(gpu, "probe", lambda: gpu.Machine(problem="CuPy is not installed"))
-    monkeypatch.setattr(cuda, "driver_cuda_from_smi", lambda: "12.8")  # no CuPy: nvidia-smi says
+    monkeypatch.setattr(gpu, "driver_cuda_version", lambda: "12.8")  # CuPy, nvidia-smi or libcuda says
     hint = cuda._hint(INSUFFICIENT)
-    assert "CUDA 13.0 toolkit" in hint and "supports CUDA 12.8" in hint
+    assert "nvcc 13.0" in hint and "supports CUDA 12.8" in hint
     assert "cuda-nvcc" in hint and "cuda-version=12.8" in hint and "no newer than" in hint
-    monkeypatch.setattr(gpu, "probe", lambda: gpu.Machine(driver_cuda="12.4"))  # CuPy's answer comes first
-    assert "supports CUDA 12.4" in cuda._hint(INSUFFICIENT)
 
 
 def test_no_driver_at_all_says_no_gpu_found(monkeypatch):
@@ -162,4 +159,13 @@ def test_nvidia_smi_header_gives_the_drivers_cuda(tmp_path, monkeypatch):
     smi.write_text("#!/bin/sh\necho '| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4     |'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    assert cuda.driver_cuda_from_smi() == "12.4" and cuda.driver_present()
+    assert gpu._smi_cuda_version() == "12.4" and cuda.driver_present()
+
+
+def test_streamalloc_arch_overrides_the_architecture(monkeypatch):
+    monkeypatch.setenv("STREAMALLOC_ARCH", "compute_75")
+    assert cuda.arch_flags("9.0", live=True) == ["-arch=compute_75"]
+    assert cuda.arch_flags("9.0", live=False) == ["-arch=compute_75"]
+    monkeypatch.setenv("STREAMALLOC_ARCH", "sm_75; rm -rf /")
+    with pytest.raises(ValueError, match="not an nvcc architecture"):
+        cuda.arch_flags("9.0", live=True)
