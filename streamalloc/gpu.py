@@ -43,6 +43,7 @@ class Machine:
     host: str | None = None
     date: str | None = None  # ISO date of the probe
     problem: str | None = None  # why no GPU was found, in words
+    build_arch: str | None = None  # $STREAMALLOC_ARCH when set: programs were built for it (compute_75: PTX)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -234,7 +235,8 @@ def _driver_version() -> str | None:
 
 def probe(device: int = 0) -> Machine:
     """Look at this machine: the GPU through CuPy, nvcc on the PATH."""
-    m = Machine(nvcc=nvcc_version(), host=platform.node(), date=datetime.date.today().isoformat())
+    m = Machine(nvcc=nvcc_version(), host=platform.node(), date=datetime.date.today().isoformat(),
+                build_arch=arch_override())
     m.driver_cuda = driver_cuda_version()
     m.cupy_package = _cupy_package()
     try:

@@ -323,7 +323,11 @@ def missing_modules(modules) -> list[str]:
 def label(m: gpu.Machine, live: bool) -> str:
     if live:
         return f"{m.gpu}, live"
-    return f"{m.gpu}, replayed from a recording of {m.date} (driver {m.driver}, CUDA {m.driver_cuda}, nvcc {m.nvcc})"
+    cupy = getattr(m, "cupy_package", None) or ("CuPy" if m.cupy else None)
+    stack = f", {cupy} {m.cupy} on CUDA {m.runtime}" if cupy and m.cupy else ""
+    stack += f", programs built for {m.build_arch}" if getattr(m, "build_arch", None) else ""
+    return (f"{m.gpu}, replayed from a recording of {m.date} (driver {m.driver}, CUDA {m.driver_cuda}, "
+            f"nvcc {m.nvcc}{stack})")
 
 
 def start(name: str, quiet: bool = False) -> Lesson:
