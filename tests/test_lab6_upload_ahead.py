@@ -1,19 +1,20 @@
-"""Lab 6 (upload ahead): the check grades what first_launch.cu measured, and reads the code only where no run
-can be had.
+"""Lab 6 (upload ahead): the check grades what first_launch.cu measured; its reading of the code explains, and
+judges only where no run can be had.
 
 Two kinds of tests. The notebook tests run the lab's set-up, %%writefile and check cells (tests/labcheck.py) in
 this session's mode: in replay, code other than the recorded solution cannot run, so the verdicts there come
-from reading the code. The canned tests feed the check's run-time half the output a GPU run of each answer
-would print (made-up numbers of the shape the H100 gives), so every verdict that needs a run is tested here
-without a GPU.
+from reading the code, and a right answer passes only what could be checked. The canned tests feed the check's
+run-time half the output a GPU run of each answer would print (made-up numbers of the shape the H100 gives), so
+every verdict that needs a run is tested here without a GPU.
 """
 import json
+from pathlib import Path
 
 import pytest
 from labcheck import LIVE, Lab, regions
 
-from streamalloc import checks
-from streamalloc.labchecks_lab6 import ELEMENTS, LAUNCHES, lab6
+from streamalloc import checks, labchecks
+from streamalloc.labchecks.lab6 import ELEMENTS, LAUNCHES
 from streamalloc.lesson import Result
 
 LAB = Lab("lab6_upload_ahead", "first_launch.cu")
@@ -45,29 +46,33 @@ def test_upload_into_another_stream_then_an_event_is_judged_by_its_timing():
     answer = ("CHECK(cudaGraphUpload(exec, s2));\ncudaEvent_t uploaded;\nCHECK(cudaEventCreate(&uploaded));\n"
               "CHECK(cudaEventRecord(uploaded, s2));\nCHECK(cudaStreamWaitEvent(s, uploaded, 0));")
     check = LAB.check("upload into s2, event wait", lambda cu: regions(cu, [answer]))
-    assert "cudaGraphUpload uploads into `s2`" in check.printed
+    assert "cudaGraphUpload uploads into `s2`" in check.printed and "the timing decides" in check.printed
     if check.ename:
         assert LIVE and check.ename == "LabIncomplete" and "the first launch is still slow" in check.evalue, check.evalue
-    else:
-        assert "All checks passed" in check.printed
+    elif LIVE:
+        assert "All checks passed" in check.printed, check.printed
+    else:  # its run cannot be replayed: passed only what the reading could check
+        assert "All checks passed" not in check.printed, check.printed
+        assert "Passed what could be checked here; not verified without a GPU: " in check.printed, check.printed
 
 
 # -- the run-time half, on canned output ----------------------------------------------------------------------
 class CannedLesson:
-    """A lesson whose first_launch.cu is the solution's and whose run prints the given lines."""
+    """A lesson whose first_launch.cu is the solution's (the learner's code: no lesson name) and whose run prints
+    the given lines, as a GPU's would."""
 
     live = True
 
-    def __init__(self, tmp_path, records):
+    def __init__(self, tmp_path, records, edit=None):
         self.path = tmp_path / LAB.file
-        self.path.write_text(LAB.cuda())
+        self.path.write_text(LAB.cuda(edit))
         self.stdout = "".join(json.dumps(r) + "\n" for r in records)
 
     def source(self, file):
         return self.path
 
     def compile(self, file, flags=()):
-        return None
+        return Path("canned")
 
     def run(self, file, args=(), timeout=120, flags=()):
         assert [int(a) for a in args] == [ELEMENTS, LAUNCHES]
@@ -90,9 +95,9 @@ def run_output(before=64 * MiB, first=80.0, ref_first=900.0, later=70.0, times=L
     return out
 
 
-def verdict(tmp_path, **kw):
+def verdict(tmp_path, edit=None, **kw):
     try:
-        lab6(CannedLesson(tmp_path, run_output(**kw)))
+        labchecks.lab6(CannedLesson(tmp_path, run_output(**kw), edit))
     except checks.LabIncomplete as e:
         return str(e)
     return ""
@@ -101,18 +106,25 @@ def verdict(tmp_path, **kw):
 def test_canned_solution_passes(tmp_path, capsys):
     assert verdict(tmp_path) == ""
     out = capsys.readouterr().out
+    assert "All checks passed" in out and "calls cudaGraphUpload" in out
+    assert out.index("result of your graph") < out.index("uploaded ahead") < out.index("the timing:") \
+        < out.index("calls cudaGraphUpload")  # the run's findings first, the reading's last
     assert "uploaded ahead: before the first timed launch the graph allocator already reserved 64.0 MiB" in out
     assert "your first launch took 80 µs, your later ones 70 µs; without upload the first took 900 µs" in out
 
 
-def test_canned_no_upload_fails_on_memory_and_timing(tmp_path):
-    v = verdict(tmp_path, before=0, first=900.0)
+def test_canned_no_upload_fails_on_memory_and_timing(tmp_path, capsys):
+    v = verdict(tmp_path, before=0, first=900.0, edit=lambda cu: regions(cu, [""]))
     assert "nothing was mapped before the first timed launch" in v and "the first launch is still slow" in v
+    # with a run, the reading explains (a note), the run has judged
+    assert "the graph is not uploaded" not in v
+    assert "note" in capsys.readouterr().out
 
 
-def test_canned_warm_up_launch_fails_on_the_result(tmp_path):
-    v = verdict(tmp_path, times=LAUNCHES + 1)
+def test_canned_warm_up_launch_fails_on_the_result(tmp_path, capsys):
+    v = verdict(tmp_path, times=LAUNCHES + 1, edit=lambda cu: regions(cu, ["CHECK(cudaGraphLaunch(exec, s));"]))
     assert "result of your graph: element 1 is 31.5, expected 30" in v and "one launch too many" in v
+    assert "cudaGraphLaunch is called in main, outside the timed loop" in capsys.readouterr().out
 
 
 def test_canned_upload_into_another_stream_that_remaps_fails_on_timing(tmp_path):
@@ -120,10 +132,11 @@ def test_canned_upload_into_another_stream_that_remaps_fails_on_timing(tmp_path)
     assert "the first launch is still slow" in v and "§16.5.1" in v and "nothing was mapped" not in v
 
 
-def test_canned_gpu_whose_first_launch_is_not_slower_leaves_the_timing_unchecked(tmp_path, capsys):
+def test_canned_gpu_whose_first_launch_is_not_slower_leaves_the_timing_to_the_memory(tmp_path, capsys):
     assert verdict(tmp_path, ref_first=75.0, first=74.0) == ""
     out = capsys.readouterr().out
-    assert "not checked" in out and "was not measurably slower" in out
+    assert "the timing cannot judge here" in out and "was not measurably slower" in out
+    assert "the graph memory mapped before the first launch decides" in out and "uploaded ahead:" in out
 
 
 @pytest.mark.parametrize("later,ref_first,judged", [(70.0, 95.0, False), (70.0, 120.0, True), (1000.0, 1200.0, False),

@@ -1,0 +1,113 @@
+"""Lab 6 (upload ahead): first_launch.cu's results, the graph allocator's memory before the first timed launch and
+the first launch's time against the reference's, then how main uploads the graph.
+
+Graded on the run: the reading of the code explains what the run shows. Where no run can be had (in replay, code
+other than the recorded solution's) the reading judges what it can tell: no upload at all, or a launch outside
+the timed loop.
+
+The fields first_launch.cu prints are declared in the comment block at the top of its source, in
+solutions/lab6_upload_ahead.ipynb.
+"""
+from __future__ import annotations
+
+from .. import checks, cppsource, measure
+from .common import MiB, show
+
+TITLE = "Lab 6: upload ahead"
+FILE = "first_launch.cu"
+ELEMENTS, LAUNCHES = 1 << 24, 20  # 64 MiB of floats per allocation; timed launches of each graph
+# The first launch without upload must be slower than the later ones by at least this much for the timing to
+# say anything: NOTICE_US, or NOTICE_OF_LATER of a later launch, whichever is larger.
+NOTICE_US, NOTICE_OF_LATER = 30.0, 0.25
+# Yours passes the timing if its first launch keeps at most this share of the reference's extra time.
+KEEP_AT_MOST = 0.5
+UPLOAD = ("cudaGraphUpload", "cudaGraphInstantiateWithParams")  # the second with cudaGraphInstantiateFlagUpload
+FIRST_LAUNCH = "Guide §16.5.1 First Launch / cudaGraphUpload"
+
+
+def lab6(lesson) -> None:
+    """Builds first_launch.cu, runs it, and reads how main uploads the graph."""
+    report = checks.Report(TITLE, lesson)
+    res = report.run(FILE, [ELEMENTS, LAUNCHES], timeout=120, what="the results, the graph memory and the timing")
+    if res is not None:
+        recs = res.records
+        results(report, recs)
+        mapped_ahead(report, recs)
+        timing(report, recs, res.label)
+    code = report.read(FILE, "main")  # with the file's own helpers inlined: capture, timed_launches
+    if code:
+        say = report.note if res is not None else report.wrong  # with a run, the run has judged: the reading explains
+        uploaded(report, code, say)
+        no_launch_outside_the_loop(code, say)
+    report.finish()
+
+
+# -- what the run shows ------------------------------------------------------------------------------------------
+def results(report, recs):
+    for graph, who in (("yours", "your graph"), ("reference", "the reference (given)")):
+        r = recs.one(what="result", graph=graph)
+        one_more = r["times"] and abs(r["got"] - r["expected"] / r["times"] * (r["times"] + 1)) < 1e-3
+        extra = (" (one launch too many: a launch outside the timed loop ran the graph's work; cudaGraphUpload maps "
+                 "its memory without running it)" if graph == "yours" and one_more else "")
+        report.expect(r["errors"] == 0, f"result of {who}: all {r['n']:,} elements right after {r['times']} launches",
+                      f"result of {who}: element {r['first_bad']} is {r['got']:g}, expected {r['expected']:g} "
+                      f"({r['errors']:,} of {r['n']:,} wrong){extra}")
+
+
+def mapped_ahead(report, recs):
+    before = recs.one(what="graph_mem", phase="yours before the first launch")["reserved"]
+    bytes_ = ELEMENTS * 4
+    report.expect(before >= bytes_,
+                  f"uploaded ahead: before the first timed launch the graph allocator already reserved "
+                  f"{before / MiB:.1f} MiB for the graph's {bytes_ / MiB:.0f} MiB allocation",
+                  f"nothing was mapped before the first timed launch (the graph allocator reserved {before / MiB:.1f} "
+                  f"MiB for a {bytes_ / MiB:.0f} MiB allocation): call cudaGraphUpload(exec, s) before the loop "
+                  f"({FIRST_LAUNCH})")
+
+
+def timing(report, recs, label):
+    lat = {g: recs.one(what="launches", graph=g)["latency_us"] for g in ("reference", "yours")}
+    later = {g: measure.summary(v[1:])["median"] for g, v in lat.items()}
+    first = {g: v[0] for g, v in lat.items()}
+    show([{"graph": g, "first launch µs": first[g], "later launches µs (median)": later[g],
+           "first minus later µs": first[g] - later[g]} for g in lat], label,
+         title="From cudaGraphLaunch to the end of the wait, per launch")
+    extra_ref, extra = first["reference"] - later["reference"], first["yours"] - later["yours"]
+    notice = max(NOTICE_US, NOTICE_OF_LATER * later["reference"])
+    figures = (f"your first launch took {first['yours']:.0f} µs, your later ones {later['yours']:.0f} µs; without "
+               f"upload the first took {first['reference']:.0f} µs, the later ones {later['reference']:.0f} µs "
+               f"({label})")
+    if extra_ref < notice:  # nothing to win on this GPU: the graph memory above decides
+        report.note(f"the timing cannot judge here: on this GPU the first launch without upload was not measurably "
+                    f"slower ({figures}; at least {notice:.0f} µs more is needed to judge); the graph memory mapped "
+                    "before the first launch decides")
+    else:
+        report.expect(extra <= KEEP_AT_MOST * extra_ref, f"the timing: {figures}",
+                      f"the timing: the first launch is still slow: {figures}. Upload into the stream you launch into: "
+                      f"a graph uploaded into another stream is likely remapped when it is launched into s "
+                      f"({FIRST_LAUNCH})")
+
+
+# -- what the code explains ---------------------------------------------------------------------------------------
+def uploaded(report, code, say):
+    found = [name for name in UPLOAD if cppsource.calls(code, name)]
+    if not found:
+        say("the graph is not uploaded: cudaGraphUpload(exec, s) is not called before the timed loop, so the first "
+            f"launch maps the graph's memory ({FIRST_LAUNCH})")
+        return
+    report.ok(f"calls {checks.english(found)}")
+    for p in cppsource.calls(code, "cudaGraphUpload"):
+        stream = (cppsource.call_arguments(code, p) + ["", ""])[1].strip()
+        if stream not in ("s", ""):
+            report.note(f"cudaGraphUpload uploads into `{stream}`, the loop launches into s: the guide says that "
+                        "uploading into one stream and launching into another behaves like switching streams, 'likely "
+                        f"resulting in remap operations' ({FIRST_LAUNCH}); the timing decides")
+
+
+def no_launch_outside_the_loop(code, say):
+    """timed_launches (inlined) launches in its loop; a launch outside any loop runs the graph's work once more."""
+    launches = cppsource.calls(code, "cudaGraphLaunch")
+    outside = [p for p in launches if p not in cppsource.in_loops(code, launches)]
+    if outside:
+        say("cudaGraphLaunch is called in main, outside the timed loop: a launch runs the graph's work, so out gets "
+            "one launch more than the loop's; cudaGraphUpload maps the memory without running anything")
