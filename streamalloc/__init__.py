@@ -3,7 +3,7 @@
 Modules, each named by its job: gpu (finding the GPU, live or replay), cuda (building and running
 CUDA), measure (reading and summarizing measurements; med, mib, nbytes), replay (recordings), lesson
 (what a notebook calls), plots, widgets, sanitizer (running compute-sanitizer and reading its report),
-checks (the machinery of a lab's check), labchecks (the four labs' checks), runner (runs every
+checks (the machinery of a lab's check), labchecks (the labs' checks), runner (runs every
 notebook), cli (the command line).
 
 Importing the package is cheap: the modules that need matplotlib or IPython (plots, widgets, checks,
