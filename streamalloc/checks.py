@@ -218,11 +218,12 @@ class Report:
         return res
 
     def sanitize(self, file: str, args=(), tool_args=sanitizer.STREAM_ORDER_RACES, name: str = "sanitizer",
-                 timeout: float = 180, clean: str = "nothing wrong", errors: str = ""):
+                 timeout: float = 180, clean: str = "nothing wrong", errors: str = "", expected_api_errors=None):
         """Run the program under compute-sanitizer (live; replayed otherwise) and say what it found.
 
         `clean` says what 0 errors means ("no stream-ordered race"), `errors` what its errors are (", such as
-        ..."); the report is shortened to its first error. Returns the parsed report, or None."""
+        ..."); the report is shortened to its first error. `expected_api_errors` ({call: error}) names API calls
+        the program makes knowing they fail: reported, not counted as wrong. Returns the parsed report, or None."""
         what = "the check under compute-sanitizer"
         if file not in self.files:
             self.files.append(file)
@@ -247,6 +248,10 @@ class Report:
                                   f"its last lines:\n{found.tail()}")
         elif found.errors == 0:
             self.ok(f"compute-sanitizer finds {clean}: 0 errors ({how})")
+        elif expected_api_errors and len(found.expected_api_errors(expected_api_errors)) == found.errors:
+            calls = found.expected_api_errors(expected_api_errors)
+            self.ok(f"compute-sanitizer finds {clean}: its {found.errors} report(s) are the calls the program makes "
+                    f"knowing they fail ({', '.join(calls)}), no memory error ({how})")
         else:
             self.wrong(f"compute-sanitizer found {found.errors} error(s){errors} ({how}). Its first report:\n"
                        + found.shortened())

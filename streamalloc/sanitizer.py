@@ -141,6 +141,9 @@ def error_blocks(text: str) -> list[list[str]]:
     return blocks
 
 
+API_ERROR = re.compile(r"Program hit (?P<error>\w+) \(error \d+\) due to .* on CUDA API call to (?P<call>\w+)\.")
+
+
 @dataclasses.dataclass
 class Report:
     """What compute-sanitizer said about one run."""
@@ -159,6 +162,16 @@ class Report:
     location: str | None = None  # "file.cu:line", if the report gives one
     function: str | None = None  # the kernel or function it names
     located: str | None = None  # the header of the error they come from (kind's, or a later one's)
+
+    def expected_api_errors(self, expected: dict) -> list[str]:
+        """The reported errors that are API calls failing as the program expects ({call: error}, e.g. a query an
+        imported pool refuses, and the cudaGetLastError that clears it): "cudaX -> cudaErrorY" for each."""
+        found = []
+        for block in self.blocks:
+            m = API_ERROR.search(block[0])
+            if m and expected.get(m["call"]) == m["error"]:
+                found.append(f"{m['call']} -> {m['error']}")
+        return found
 
     def first_error(self, limit: int | None = None) -> str:
         """The first error's lines, at most `limit` of them ('' if there is none)."""

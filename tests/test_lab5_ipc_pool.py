@@ -188,8 +188,12 @@ def test_the_generated_lab_names_every_todo():
 
 
 @live_only
-def test_live_an_importer_that_does_not_wait_reads_wrong_values():
-    LAB.rejected("importer does not wait", lambda cu: regions(cu, {0: ""}), "data: the importer read", "TODO 1 and 2")
+def test_live_an_importer_that_does_not_wait_is_rejected():
+    # On the H100 (2026-11-23) the importer's own start (its CUDA context, the imports) outlasted the exporter's
+    # 50 ms spin, so it read the right values anyway: the run cannot show this race there, and the reading of
+    # the importer's code says what is missing. (A hand-shake that starts the exporter's spin only once the
+    # importer is up would let the data show it; that changes the program and its recordings.)
+    LAB.rejected("importer does not wait", lambda cu: regions(cu, {0: ""}), "nothing waits for `ready`", "TODO 2")
 
 
 @live_only

@@ -87,3 +87,20 @@ def test_no_sanitizer_says_what_to_install(monkeypatch):
     assert sanitizer.find() is None
     with pytest.raises(SanitizerNotFound, match="pip install nvidia-cuda-sanitizer-api"):
         sanitizer.run("race", [])
+
+
+def test_calls_that_fail_on_purpose_are_told_apart_from_memory_errors():
+    from streamalloc import sanitizer
+    block = ("========= Program hit cudaErrorInvalidValue (error 1) due to \"invalid argument\" on CUDA API call to "
+             "{call}.\n=========     Saved host backtrace up to driver entry point at error\n"
+             "=========         Host Frame: importer(int) [0xa98b] in importer\n========= \n")
+    text = ("========= COMPUTE-SANITIZER\n" + block.format(call="cudaMemPoolGetAttribute")
+            + block.format(call="cudaGetLastError") + "========= ERROR SUMMARY: 2 errors\n")
+    report = sanitizer.parse(text)
+    expected = {"cudaMemPoolGetAttribute": "cudaErrorInvalidValue", "cudaGetLastError": "cudaErrorInvalidValue"}
+    assert report.errors == 2
+    assert report.expected_api_errors(expected) == ["cudaMemPoolGetAttribute -> cudaErrorInvalidValue",
+                                                    "cudaGetLastError -> cudaErrorInvalidValue"]
+    assert report.expected_api_errors({"cudaMemPoolGetAttribute": "cudaErrorInvalidValue"}) == [
+        "cudaMemPoolGetAttribute -> cudaErrorInvalidValue"]  # the other one still counts as an error
+    assert report.expected_api_errors({"cudaMemPoolGetAttribute": "cudaErrorNotSupported"}) == []

@@ -30,8 +30,12 @@ def lab5(lesson) -> None:
     res = report.run(FILE, ARGS, timeout=120, what="the data and the order of the two processes")
     if res is not None:
         results(report, res)
+    # the importer asks its imported pool for its memory in use, which this driver refuses (notebook 05): that
+    # query, and the cudaGetLastError that clears it, are the program's, not the learner's
     report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, timeout=300, clean="no error in either process",
-                    errors=", such as an access to the buffer after its free")
+                    errors=", such as an access to the buffer after its free",
+                    expected_api_errors={"cudaMemPoolGetAttribute": "cudaErrorInvalidValue",
+                                         "cudaGetLastError": "cudaErrorInvalidValue"})
     imp, exp = report.read(FILE, "importer"), report.read(FILE, "exporter")  # with the file's own helpers inlined
     if imp and exp:
         written, read = launch(exp, "write_values"), launch(imp, "check_values")
