@@ -262,8 +262,8 @@ class Lesson:
         return Result(name, args, "", "", seconds, False, self.label, json.loads(text))
 
     # -- the figures an instructor's preflight compares with the reference ------------------
-    def key_figure(self, name: str, value, unit: str = "", band=(0.5, 2.0)):
-        """Record one of the lesson's key figures and return the value unchanged.
+    def key_figure(self, name: str, value, unit: str = "", band=(0.5, 2.0)) -> None:
+        """Record one of the lesson's key figures (a statement: it shows nothing in the notebook).
 
         `make preflight` runs the course live, then in replay, and sets each figure beside the reference's
         figure of the same name: the ratio live / reference should lie in band (lo, hi). The figures go to
@@ -285,7 +285,6 @@ class Lesson:
         folder.mkdir(parents=True, exist_ok=True)
         record = {"lesson": self.name, "mode": self.mode.name, "label": self.label, "figures": self._key_figures}
         (folder / f"{self.name}.json").write_text(json.dumps(record, indent=1) + "\n")
-        return value
 
 
 def check_python(path: Path) -> None:
