@@ -28,15 +28,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from streamalloc.replay import write_atomically  # noqa: E402  (a file is written whole or not at all)
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>#|//) BEGIN SOLUTION(?: \(stub: (?P<stub>.*)\))?[ \t]*$")
 END = re.compile(r"^[ \t]*(#|//) END SOLUTION[ \t]*$")
 MD_REGION = re.compile(r"<!-- BEGIN SOLUTION -->.*?<!-- END SOLUTION -->\n?", re.S)
@@ -107,17 +107,6 @@ def hand_edited(path: Path, expected_text: str) -> bool:
     if isinstance(mark, dict) and "cells_sha256" in mark:
         return cells_hash(nb.cells) != mark["cells_sha256"]
     return nb.cells != nbformat.reads(expected_text, as_version=4).cells
-
-
-def write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def expected() -> dict[Path, str]:
