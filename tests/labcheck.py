@@ -24,6 +24,7 @@ and tests/test_checks.py feeds the run-time half canned output of such answers i
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -193,3 +194,46 @@ def _write(notebook: Path, case: str, outputs, result: Check):
     parts.append(f"{result.ename}: {result.evalue}" if result.ename else "(the check raised nothing)")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{notebook.stem}-{slug(case)}.txt").write_text("\n\n".join(parts) + "\n")
+
+
+# -- canned runs: a check's run-time half fed the lines a GPU's run would print ------------------------------
+CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+
+
+class CannedLesson:
+    """A lesson whose CUDA file is `lab`'s solution (or an edit of it) and whose runs print `records`, as a GPU's
+    would; its sanitizer run prints `sanitizer_output` (with `canned_measure`). `name` is the lesson's name: a
+    solution's name makes it the course's own code, None the learner's."""
+
+    live = True
+
+    def __init__(self, tmp_path, lab: Lab, records, sanitizer_output: str = CLEAN, edit=None, name="canned"):
+        from streamalloc.lesson import Result
+
+        self._result = Result
+        self.path = tmp_path / lab.file
+        self.path.write_text(lab.cuda(edit))
+        self.stdout = "".join(json.dumps(r) + "\n" for r in records)
+        self.sanitizer_output = sanitizer_output
+        self.name = name
+
+    def source(self, file):
+        return self.path
+
+    def compile(self, file, flags=()):
+        return Path("canned")
+
+    def run(self, file, args=(), timeout=120, flags=()):
+        return self._result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
+
+
+def canned_measure(command: str, returncode: int):
+    """A stand-in for sanitizer.measure: a CannedLesson's sanitizer output; any other lesson measures as usual."""
+    from streamalloc.lesson import Result
+
+    def measure(lesson, file, args=(), tool_args=(), name="sanitizer", timeout=300, flags=()):
+        if not isinstance(lesson, CannedLesson):
+            return lesson.measure(name, None)
+        data = {"output": lesson.sanitizer_output, "returncode": returncode, "version": "canned", "command": command}
+        return Result(name, [], "", "", 0.1, False, "a canned run", data)
+    return measure

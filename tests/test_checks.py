@@ -1,15 +1,12 @@
 """The lab checks' reading of C++/CUDA source (streamalloc.cppsource), the report's words and verdict, and the
 run-time halves of the lab checks fed canned output (no GPU, no nvcc needed)."""
-import json
-from pathlib import Path
 
 import pytest
 
-from labcheck import Lab, regions
+from labcheck import CannedLesson, Lab, canned_measure, regions
 from streamalloc import checks, cppsource, labchecks, sanitizer
 from streamalloc.cuda import NVCC_HELP
 from streamalloc.errors import MissingRecording, StaleRecording
-from streamalloc.lesson import Result
 
 LOOP = """
 void f(int n, cudaStream_t a, cudaStream_t b, cudaEvent_t e) {
@@ -216,40 +213,11 @@ def test_a_lab_incomplete_shows_its_message_not_the_helpers_frames():
 # Here each check reads the solution's code (or an edit of it) and gets the output a GPU run of a wrong
 # answer would print: the verdict must come from the run-time half.
 MiB = 1 << 20
-CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
-
-
-class CannedLesson:
-    """A lesson whose CUDA file is the solution's (edited) and whose run prints the given lines, as a GPU's would."""
-
-    live = True
-    name = "canned"
-
-    def __init__(self, tmp_path, lab: Lab, records, sanitizer_output: str = CLEAN, edit=None):
-        self.path = tmp_path / lab.file
-        self.path.write_text(lab.cuda(edit))
-        self.stdout = "".join(json.dumps(r) + "\n" for r in records)
-        self.sanitizer_output = sanitizer_output
-
-    def source(self, file):
-        return self.path
-
-    def compile(self, file, flags=()):
-        return Path("canned")
-
-    def run(self, file, args=(), timeout=120, flags=()):
-        return Result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
 
 
 @pytest.fixture(autouse=True)
 def canned_sanitizer(monkeypatch):
-    def measure(lesson, file, args=(), tool_args=(), name="sanitizer", timeout=300, flags=()):
-        if not isinstance(lesson, CannedLesson):
-            return lesson.measure(name, None)
-        data = {"output": lesson.sanitizer_output, "returncode": 99, "version": "canned",
-                "command": "compute-sanitizer --tool memcheck race 16384 3 300 30"}
-        return Result(name, [], "", "", 0.1, False, "a canned run", data)
-    monkeypatch.setattr(sanitizer, "measure", measure)
+    monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer --tool memcheck race 16384 3 300 30", 99))
 
 
 def verdict(check, lesson):

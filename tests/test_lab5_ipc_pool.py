@@ -5,18 +5,14 @@ written differently; the reading of the code on the generated lab's stubs; and t
 The canned outputs are what ipc_share.cu prints (one JSON line per process, the fields its header declares),
 with the GPU-clock stamps of the situation each test describes: no GPU, nvcc or sanitizer is needed for them.
 """
-import json
-from pathlib import Path
 
 import pytest
 
-from labcheck import Lab, live_only, regions
+from labcheck import CLEAN, CannedLesson, Lab, canned_measure, live_only, regions
 from streamalloc import checks, labchecks, sanitizer
-from streamalloc.lesson import Result
 
 LAB = Lab("lab5_ipc_pool", "ipc_share.cu")
 MiB = 1 << 20
-CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
 REFUSED = "cudaErrorInvalidValue"  # what an H100's driver answers cudaMemPoolGetAttribute on an imported pool
 
 
@@ -38,36 +34,15 @@ def run_lines(read_early=False, exporter_first=False, not_freed=False, status=0,
              "written_ns": t, "free_start_ns": free_start, "importer_status": status}]
 
 
-class Canned:
-    """A lesson whose CUDA file is the solution's (or an edit of it) and whose runs print the given output, as a
-    GPU's would. It is the learner's code (no lesson name) unless `name` is given."""
-
-    live = True
-
-    def __init__(self, tmp_path, lines, edit=None, sanitizer_output=CLEAN, name=None):
-        self.path = tmp_path / LAB.file
-        self.path.write_text(LAB.cuda(edit))
-        self.stdout = "".join(json.dumps(r) + "\n" for r in lines)
-        self.sanitizer_output = sanitizer_output
-        self.name = name
-
-    def source(self, file):
-        return self.path
-
-    def compile(self, file, flags=()):
-        return Path("canned")
-
-    def run(self, file, args=(), timeout=120, flags=()):
-        return Result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
+def Canned(tmp_path, lines, edit=None, sanitizer_output=CLEAN, name=None):
+    """The lab's solution (or an edit of it) whose two processes print `lines`: the learner's code unless `name`."""
+    return CannedLesson(tmp_path, LAB, lines, sanitizer_output, edit, name=name)
 
 
 @pytest.fixture(autouse=True)
 def canned_sanitizer(monkeypatch):
-    def measure(lesson, file, args=(), tool_args=(), name="sanitizer", timeout=300, flags=()):
-        data = {"output": lesson.sanitizer_output, "returncode": 0, "version": "canned",
-                "command": "compute-sanitizer --tool memcheck ipc_share 1048576 5 5"}
-        return Result(name, [], "", "", 0.1, False, "a canned run", data)
-    monkeypatch.setattr(sanitizer, "measure", measure)
+    monkeypatch.setattr(sanitizer, "measure",
+                        canned_measure("compute-sanitizer --tool memcheck ipc_share 1048576 5 5", 0))
 
 
 def verdict(lesson):
