@@ -6,31 +6,35 @@ The canned outputs are what ipc_share.cu prints (one JSON line per process, the 
 with the GPU-clock stamps of the situation each test describes: no GPU, nvcc or sanitizer is needed for them.
 """
 
+import importlib
+
 import pytest
 
 from labcheck import CLEAN, CannedLesson, Lab, canned_measure, live_only, regions
 from streamalloc import checks, labchecks, sanitizer
 
 LAB = Lab("lab5_ipc_pool", "ipc_share.cu")
+LAB5 = importlib.import_module("streamalloc.labchecks.lab5")  # the module (labchecks.lab5 is its check)
 MiB = 1 << 20
 REFUSED = "cudaErrorInvalidValue"  # what an H100's driver answers cudaMemPoolGetAttribute on an imported pool
 
 
 def run_lines(read_early=False, exporter_first=False, not_freed=False, status=0, platform=True, refused=False):
-    """What the two processes print: times in ns on the GPU's clock, the writes done at t = 1 s."""
+    """What the two processes print: times in ns on the GPU's clock, the writes done at t = 1 s, 150 ms after the
+    hand-shake; an importer that reads early reads at once after it, the zeroed buffer (every value wrong)."""
     t = 1_000_000_000
     if not platform:
         return [{"process": "exporter", "step": "platform", "ipc": False,
                  "why": "the GPU or driver offers no POSIX file-descriptor handle for pools"}]
     n = 16 * MiB // 4
-    read = t - 49_000_000 if read_early else t + 20_000
+    read = t - 149_000_000 if read_early else t + 20_000
     past_free = read + 50_500_000
     free_start = read + 100_000 if exporter_first else past_free + 15_000
     used = -1 if refused else 16 * MiB if not_freed else 0
     return [{"process": "importer", "checked": n, "mismatches": n if read_early else 0,
              "first_bad": 0 if read_early else -1, "read_start_ns": read, "past_free_ns": past_free,
              "used_after": used, "used_query": REFUSED if refused else "cudaSuccess"},
-            {"process": "exporter", "step": "shared", "bytes": 16 * MiB, "spin_ms": 50.0, "read_spin_ms": 50.0,
+            {"process": "exporter", "step": "shared", "bytes": 16 * MiB, "spin_ms": 150.0, "read_spin_ms": 50.0,
              "written_ns": t, "free_start_ns": free_start, "importer_status": status}]
 
 
@@ -68,8 +72,40 @@ def test_the_solution_with_a_right_run_passes(tmp_path, capsys):
 def test_an_importer_that_reads_before_the_values_are_there_is_told_why(tmp_path):
     said = verdict(Canned(tmp_path, run_lines(read_early=True)))
     assert "data: the importer read 4,194,304 of 4,194,304 values wrong" in said
-    assert "order: the importer started reading 49.000 ms before the exporter's values were written" in said
+    assert "order: the importer started reading 149.000 ms before the exporter's values were written" in said
     assert "TODO 1 and 2" in said and "exporter's free" not in said
+
+
+def test_an_importer_that_skips_its_wait_is_told_by_its_results_first(tmp_path):
+    """The run of an importer without TODO 2 (the hand-shake makes it read the zeroed buffer during the exporter's
+    spin): the data and the GPU clock say it is wrong, then the reading says which line is missing."""
+    said = verdict(Canned(tmp_path, run_lines(read_early=True), lambda cu: regions(cu, {0: ""})))
+    data, order, reading = (said.index(w) for w in ("data: the importer read 4,194,304 of 4,194,304 values wrong",
+                                                    "order: the importer started reading 149.000 ms before",
+                                                    "importer: nothing waits for `ready` before check_values"))
+    assert data < order < reading and "TODO 2" in said[reading:]
+
+
+def test_the_given_code_keeps_the_hand_shake():
+    """The run can show a missing wait only if the exporter's values come after the importer is up: the exporter
+    zeroes the buffer, waits for Imported before its spin and write_values, and sends Recorded after TODO 1; the
+    importer has imported everything before it sends Imported, and goes on to TODO 2 only on Recorded. After the
+    hand-shake the importer only launches its kernels, well within the check's spin of 100 to 200 ms."""
+    cu = LAB.cuda()
+    split = cu.index("static int exporter(")
+    importer, exporter = cu[:split], cu[split:]
+
+    def in_order(code, *steps):
+        at = [code.index(step) for step in steps]
+        assert at == sorted(at), [step for step, _ in sorted(zip(steps, at), key=lambda x: x[1])]
+
+    in_order(exporter, "cudaMemsetAsync(buf, 0, bytes, s)", "proc::send(child.sock, share)",
+             "proc::recv<Imported>(child.sock)", ">>>(static_cast<unsigned long long>(spin_ms * 1e6))",
+             "write_values<<<", "cudaEventRecord(ready, s)", "proc::send(child.sock, Recorded{1})")
+    in_order(importer, "static int importer(", "cudaMemPoolImportPointer(", "cudaIpcOpenEventHandle(&ready",
+             "proc::send(sock, Imported{1})", "proc::recv<Recorded>(sock)", "cudaStreamWaitEvent(s, ready, 0)",
+             "check_values<<<")
+    assert 100 <= LAB5.ARGS[1] <= 200 and LAB5.ARGS[2] <= 100  # the whole run well under 2 s
 
 
 def test_an_exporter_that_frees_first_is_told_why(tmp_path):
@@ -163,12 +199,21 @@ def test_the_generated_lab_names_every_todo():
 
 
 @live_only
-def test_live_an_importer_that_does_not_wait_is_rejected():
-    # On the H100 (2026-11-23) the importer's own start (its CUDA context, the imports) outlasted the exporter's
-    # 50 ms spin, so it read the right values anyway: the run cannot show this race there, and the reading of
-    # the importer's code says what is missing. (A hand-shake that starts the exporter's spin only once the
-    # importer is up would let the data show it; that changes the program and its recordings.)
-    LAB.rejected("importer does not wait", lambda cu: regions(cu, {0: ""}), "nothing waits for `ready`", "TODO 2")
+def test_live_an_importer_that_does_not_wait_reads_wrong_values():
+    # The results must fail, not only the reading: the exporter's values come 150 ms after the hand-shake, so an
+    # importer without its wait reads the zeroed buffer, before the writes on the GPU's clock. (Before the
+    # hand-shake, on the H100 on 2026-11-23, the importer's own start outlasted a 50 ms spin and read right values.)
+    LAB.rejected("importer does not wait", lambda cu: regions(cu, {0: ""}), "data: the importer read",
+                 "values wrong", "order: the importer started reading", "before the exporter's values were written",
+                 "nothing waits for `ready`", "TODO 2")
+
+
+@live_only
+def test_live_an_exporter_that_never_records_ready_is_read_too_early():
+    # a wait on an event never recorded returns at once: the importer reads the zeroed buffer
+    LAB.rejected("exporter does not record ready", lambda cu: regions(cu, {2: ""}), "data: the importer read",
+                 "values wrong", "order: the importer started reading", "`ready` is not recorded after write_values",
+                 "TODO 1")
 
 
 @live_only

@@ -2,6 +2,11 @@
 processes' work on the GPU's clock, the importer's pool at the end), compute-sanitizer's report, then how the
 two functions record and wait for the IPC events `ready` and `freed`.
 
+The results decide: the exporter writes its values only after a hand-shake (the importer has imported everything),
+SPIN_MS late, into a zeroed buffer, so a missing `ready` (TODO 1 or 2) reads zeros before the writes and a missing
+`freed` (TODO 3 or 4) frees before the importer's free. The reading of the code says which TODO, and catches what a
+run cannot show (the importer's free, where the driver refuses the imported pool's query).
+
 The fields ipc_share.cu prints are declared in the comment block at the top of its source, in
 solutions/lab5_ipc_pool.ipynb.
 """
@@ -14,7 +19,9 @@ from .common import size
 
 TITLE = "Lab 5: one buffer, two processes"
 FILE = "ipc_share.cu"
-ARGS = [16 << 20, 50, 50]         # 16 MiB buffer; the exporter's values come 50 ms late; the importer reads 50 ms more
+# 16 MiB; the exporter's values come 150 ms after the importer says it is up (the hand-shake), so an importer that
+# does not wait on `ready` reads zeros, and the data and the GPU clock show it; the importer reads 50 ms more
+ARGS = [16 << 20, 150, 50]
 SANITIZER_ARGS = [1 << 20, 5, 5]  # smaller and shorter: the sanitizer slows every access down
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 SHARE = "Guide §15.11.3 Creating and Sharing Allocations from an Exported Pool"
@@ -66,7 +73,8 @@ def results(report, res):
                   f"the importer exited with status {exp['importer_status']}")
     report.expect(imp["mismatches"] == 0, f"data: the importer read all {imp['checked']:,} values right",
                   f"data: the importer read {imp['mismatches']:,} of {imp['checked']:,} values wrong (the first at "
-                  f"element {imp['first_bad']}): it read before the exporter's values were there (TODO 1 and 2)")
+                  f"element {imp['first_bad']}): it read before the exporter's values were there (the buffer holds "
+                  "zeros until then; TODO 1 and 2)")
     order(report, imp, exp, res.label)
     importers_pool(report, imp)
 
