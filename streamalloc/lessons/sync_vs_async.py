@@ -72,6 +72,7 @@ class Waits:
     def __init__(self, res, spin_ms):
         self.res, self.label, self.spin_ms = res, res.label, spin_ms
         self.sizes = sorted({r["size"] for r in res.records})
+        self.reps = len({r["rep"] for r in res.records})
 
     def __call__(self, call, size) -> dict:
         rows = self.res.records.where(call=call, size=size)
@@ -93,7 +94,7 @@ class Waits:
             ax.set_yticks(range(len(self.CALLS)), self.CALLS, fontsize=8)
             ax.invert_yaxis()
             ax.set_xscale("log")
-            ax.set_xlabel("host time of the call (µs, median of 5)")
+            ax.set_xlabel(f"host time of the call (µs, median of {self.reps})")
             ax.set_title(f"{nbytes(size)}; red: waited for the kernel, green: returned while it ran", fontsize=9)
             ax.legend(fontsize=8, loc="center right")
         plt.show()
@@ -106,7 +107,7 @@ class Waits:
               "kernel on `other` ran beside it": f"{s['overlapped']}/{s['n']}",
               "`other` started, relative to the kernel's end (ms)": round(s["other_start_us"] / 1000, 3)}
              for size in self.sizes for c in self.CALLS for s in [self(c, size)]],
-            self.label, title="Each call made while the long kernel runs (medians of 5 repeats)")
+            self.label, title=f"Each call made while the long kernel runs (medians of {self.reps} repeats)")
 
 
 def seed_verdicts(wait: Waits, cost: HostCost) -> Markdown:
@@ -208,6 +209,7 @@ class Steady:
     def __init__(self, res, reps):
         self.res, self.label, self.reps = res, res.label, reps
         self.sizes = sorted({r["size"] for r in res.records})
+        self.iters = res.records[0]["iters"]  # iterations between a timed run's two events
 
     def per_iter(self, loop, size) -> float:
         return med(self.res.records.one(loop=loop, size=size)["us_per_iter"])
@@ -230,7 +232,7 @@ class Steady:
                         color=line.get_color(), label=f"{loop}, {plots.short(reference.label)}")
         size_axis(ax, self.sizes)
         ax.set_yscale("log")
-        ax.set_ylabel(f"µs per iteration (median of {self.reps} runs of 200)")
+        ax.set_ylabel(f"µs per iteration (median of {self.reps} runs of {self.iters})")
         ax.legend(fontsize=7)
         ax2.plot(self.sizes, [self.speedup(s) for s in self.sizes], marker="o",
                  label="synchronous ÷ stream-ordered (speedup)")
@@ -261,7 +263,7 @@ class Steady:
                   "speedup": round(self.speedup(s), 1), "stream-ordered ÷ preallocated": round(self.to_limit(s), 3)}
                  for s in self.sizes]
         return (plots.Table(marks, self.label, title=f"The correct benchmark's ratios (medians of {self.reps} runs "
-                            "of 200 iterations)"),
+                            f"of {self.iters} iterations)"),
                 plots.Table(every, self.label, title="µs per iteration, every size"))
 
 
@@ -453,7 +455,7 @@ def where_seed_time_goes(seed: SeedRuns, cold: ColdStart, ss: Steady):
     three = [
         {"benchmark": "seed 003's pattern, as written", "speedup at 4 MiB": f"{seed.value(0, 'speedup'):.2f}x"},
         {"benchmark": "seed 003's pattern, after a warm-up", "speedup at 4 MiB": f"{seed.value(1, 'speedup'):.2f}x"},
-        {"benchmark": f"correct: warm-up, events on the working stream, median of {ss.reps} × 200",
+        {"benchmark": f"correct: warm-up, events on the working stream, median of {ss.reps} × {ss.iters}",
          "speedup at 4 MiB": f"{ss.speedup(seed.bytes):.1f}x"}]
     return (plots.Table(rows, seed.label, title="Where the seed's times go"),
             plots.Table(three, ss.label, title="The same question, three answers"))
