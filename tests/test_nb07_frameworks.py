@@ -84,7 +84,7 @@ def _loops(sizes, slow=300.0, fast=20.0, **extra):
     return lines
 
 
-def canned(name, args, race_fixed_overwritten=0, backend_ignored=False):
+def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reused=True):
     """The JSON lines a program of the notebook prints for these arguments (made-up numbers)."""
     if name == "cupy_pools":
         allocator, sizes = args[0], [int(a) for a in args[2:]]
@@ -98,9 +98,10 @@ def canned(name, args, race_fixed_overwritten=0, backend_ignored=False):
                           "created_state": _state(UINT64_MAX, 2 * MiB, MiB), "came_from_after_reset": DEFAULT})
         return lines + _loops(sizes, cupy_cache=sizes[-1])
     if name == "cupy_race":
-        n = int(args[0])
-        return [{"allocator": a, "a_waits_for_b": w, "same_address": True,
-                 "overwritten": race_fixed_overwritten if w else n, "elements": n}
+        n, delay_us = int(args[0]), int(args[1])
+        return [{"allocator": a, "a_waits_for_b": w, "warmed_up": True, "same_address": race_reused,
+                 "overwritten": race_fixed_overwritten if w else (n if race_reused else 0), "elements": n,
+                 "host_gap_us": 150.0, "delay_us": float(delay_us)}
                 for a in ("MemoryPool", "MemoryAsyncPool") for w in (False, True)]
     if name == "torch_alloc":
         backend, sizes = args[0], [int(a) for a in args[3:]]
@@ -186,3 +187,20 @@ def test_the_cells_read_canned_output(tmp_path):
 def test_a_wrong_result_fails_its_check(tmp_path, bad, message):
     with pytest.raises(AssertionError, match=message):
         run_notebook(tmp_path, **bad)
+
+
+def test_a_race_count_without_reuse_is_shown_as_no_evidence(tmp_path, capsys):
+    run_notebook(tmp_path, race_reused=False)
+    out = capsys.readouterr().out
+    assert "y did not get x's address: no reuse, so the count shows nothing" in out
+
+
+def test_the_race_count_is_reported_beside_the_reuse(tmp_path, capsys):
+    run_notebook(tmp_path)
+    out = capsys.readouterr().out
+    assert "MemoryPool: y got x's address and" in out and "no reuse" not in out
+
+
+def test_each_torch_backend_runs_in_its_own_cell():
+    runs = [c for c in cells() if 'lesson.run("torch_alloc.py"' in "".join(c["source"])]
+    assert len(runs) == 2 and all("".join(c["source"]).count("lesson.run(") == 1 for c in runs)
