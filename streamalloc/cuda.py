@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import gpu
@@ -66,11 +67,13 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
         return exe
     # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
     with tempfile.TemporaryDirectory(prefix=f".nvcc-{source.stem}-", dir=out_dir) as work:
-        tmp = Path(work) / exe.name
-        cmd = [nvcc, *cmd_flags, "-o", str(tmp), str(source)]
+        tmp = Path(work).resolve() / exe.name
+        # nvcc runs in the source's folder on the file's bare name, so __FILE__, nvcc's messages and the line
+        # information say "x.cu": the program is the same wherever its source was written (see build_all)
+        cmd = [nvcc, *cmd_flags, "-o", str(tmp), source.name]
         env = {**os.environ, "TMPDIR": work}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                start_new_session=True)  # its own process group: cicc, ptxas, gcc die with it
+                                cwd=source.parent, start_new_session=True)  # its own process group: cicc, ptxas, gcc die with it
         try:
             out, err = proc.communicate(timeout=timeout)
         except BaseException:  # the timeout, or an interrupt from the notebook
@@ -84,6 +87,30 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
             raise compile_error(source, log)
         os.replace(tmp, exe)
     return exe
+
+
+def build_all(sources, arch=(), out_dir=None, jobs: int | None = None, done=None) -> dict:
+    """Build several programs at once, `jobs` at a time (default: one per CPU core); `done(n, of)` after each.
+    Returns {source: executable, or the exception its build raised}: a failure here stops nothing else."""
+    sources = list(sources)
+    results: dict = {}
+
+    def one(source):
+        try:
+            return build(source, arch=arch, out_dir=out_dir)
+        except Exception as e:  # a compile error, no nvcc, ...: the caller decides what it means
+            return e
+
+    pool = ThreadPoolExecutor(max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1)))
+    try:
+        futures = {pool.submit(one, source): source for source in sources}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            if done:
+                done(len(results), len(sources))
+    finally:  # an interrupt: builds not started are dropped, running ones finish (each is a few seconds)
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

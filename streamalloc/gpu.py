@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 CUDA_DEV_ATTR_MEMORY_POOLS_SUPPORTED = 115  # cudaDevAttrMemoryPoolsSupported
 
@@ -114,7 +115,16 @@ def nvcc_version() -> str | None:
 
 
 def _cupy_package() -> str | None:
-    """Which distribution installed the cupy module ("cupy-cuda12x"), or None."""
+    """Which distribution installed the cupy module ("cupy-cuda12x"), or None. The usual names are asked
+    first (one lookup each); only an unusual CuPy costs a scan of every installed distribution."""
+    for name in ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"):
+        try:
+            importlib.metadata.distribution(name)
+            return name
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        except Exception:
+            return None
     try:
         names = importlib.metadata.packages_distributions().get("cupy", [])
     except Exception:
@@ -234,16 +244,24 @@ def _driver_version() -> str | None:
 
 
 def probe(device: int = 0) -> Machine:
-    """Look at this machine: the GPU through CuPy, nvcc on the PATH."""
-    m = Machine(nvcc=nvcc_version(), host=platform.node(), date=datetime.date.today().isoformat(),
-                build_arch=arch_override())
+    """Look at this machine: the GPU through CuPy, nvcc on the PATH (nvcc and nvidia-smi are asked for their
+    versions in threads, while CuPy starts)."""
+    with ThreadPoolExecutor(2) as pool:
+        nvcc, driver = pool.submit(nvcc_version), pool.submit(_driver_version)
+        m = _probe(device, driver)
+        m.nvcc = nvcc.result()
+    return m
+
+
+def _probe(device: int, driver) -> Machine:
+    m = Machine(host=platform.node(), date=datetime.date.today().isoformat(), build_arch=arch_override())
     m.driver_cuda = driver_cuda_version()
     m.cupy_package = _cupy_package()
     try:
         import cupy
     except ImportError as e:
         m.problem = f"CuPy is not installed ({e.msg}); install cupy-cuda12x"
-        m.driver = _driver_version() if m.driver_cuda else None
+        m.driver = driver.result() if m.driver_cuda else None
         return m
     except Exception as e:  # a broken CuPy install must not break the notebook
         m.problem = f"CuPy failed to import: {e}"
@@ -281,7 +299,7 @@ def probe(device: int = 0) -> Machine:
         m.problem = f"the GPU could not be queried: {e}"
         m.gpu = None
         return m
-    m.driver = _driver_version()
+    m.driver = driver.result()
     return m
 
 

@@ -73,6 +73,8 @@ class Lesson:
             self.machine = gpu.Machine(problem="no recording")
         if not quiet:
             print(self.banner())
+        if self.live and "ipykernel" in sys.modules:  # in a notebook, on a GPU
+            self.build_ahead()
 
     # -- where measurements come from -------------------------------------------------------
     @property
@@ -107,6 +109,31 @@ class Lesson:
         if not self.live and gpu.nvcc_path() is None:
             return None
         return cuda.build(self.source(file), flags=list(flags), arch=arch)
+
+    def build_ahead(self, notebook: Path | None = None) -> dict:
+        """Build every CUDA program the notebook's %%writefile cells write, all at once (one per CPU core), so
+        each run cell finds its program built. The build cache is keyed on the program's text: a cell edited
+        since the notebook was saved, or a lab's unfinished program, is simply built (or fails) when it runs."""
+        notebook = notebook or notebook_file(self.name)
+        sources = written_programs(notebook) if notebook else []
+        if not sources or gpu.nvcc_path() is None:
+            return {}
+        paths = []
+        for i, (file, text) in enumerate(sources):  # the saved texts, built into the lesson's own bin/
+            folder = self.build / ".ahead" / str(i)  # a folder each: a notebook may write one file twice
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / file).write_text(text)
+            paths.append(folder / file)
+        arch = cuda.arch_flags(self.machine.compute_capability, self.live)
+        t0 = time.perf_counter()
+        jobs = min(len(paths), os.cpu_count() or 1)
+        line = display_line(f"Building this notebook's {len(paths)} CUDA programs ahead, {jobs} at a time ...")
+        results = cuda.build_all(paths, arch=arch, out_dir=self.build / "bin", jobs=jobs,
+                                 done=lambda n, of: line(f"Building this notebook's CUDA programs ahead: {n} of {of} built ..."))
+        failed = sorted(p.name for p, r in results.items() if isinstance(r, Exception))
+        line(f"Built this notebook's {len(paths) - len(failed)} CUDA programs ahead in {time.perf_counter() - t0:.1f} s"
+             + (f" ({', '.join(failed)} did not build as saved: its run cell builds it and says why)" if failed else ""))
+        return results
 
     def key_source(self, path: Path, flags=()) -> str:
         """What a recording of this program is keyed by (with its arguments): what it means, its headers, flags."""
@@ -317,6 +344,49 @@ def missing_modules(modules) -> list[str]:
         if not found:
             missing.append(mod)
     return missing
+
+
+def notebook_file(name: str) -> Path | None:
+    """The saved notebook of a lesson: beside the kernel (Jupyter starts it in the notebook's folder), else
+    the course's own copy (on Colab the open notebook is not a file here)."""
+    for folder in (Path.cwd(), REPO / "notebooks", REPO / "labs", REPO / "solutions"):
+        if (folder / f"{name}.ipynb").is_file():
+            return folder / f"{name}.ipynb"
+    return None
+
+
+def written_programs(notebook: Path) -> list[tuple[str, str]]:
+    """(file, text) of each CUDA program a notebook writes with `%%writefile {lesson.build}/file.cu`, as
+    %%writefile writes it (a cell's text ends with a newline)."""
+    try:
+        cells = json.loads(notebook.read_text()).get("cells", [])
+    except (OSError, ValueError):
+        return []
+    found = []
+    for cell in cells:
+        text = "".join(cell.get("source", [])) if cell.get("cell_type") == "code" else ""
+        first, _, body = text.partition("\n")
+        words = first.split()
+        if len(words) == 2 and words[0] == "%%writefile" and words[1].startswith("{lesson.build}/") \
+                and words[1].endswith(".cu") and "/" not in words[1][len("{lesson.build}/"):]:
+            program = (words[1][len("{lesson.build}/"):], body if body.endswith("\n") else body + "\n")
+            if program not in found:
+                found.append(program)
+    return found
+
+
+def display_line(text: str):
+    """Show one line of progress and return a function that replaces it (in a notebook, in place)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+        if get_ipython() is not None:
+            handle = display({"text/plain": text}, raw=True, display_id=True)
+            return lambda new: handle.update({"text/plain": new}, raw=True)
+    except ImportError:
+        pass
+    print(text, flush=True)
+    return lambda new: print(new, flush=True)
 
 
 def label(m: gpu.Machine, live: bool) -> str:

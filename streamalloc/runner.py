@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -143,33 +145,95 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
     cell_timeout = cell_timeout or int(os.environ.get("STREAMALLOC_CELL_TIMEOUT", 900))  # a hung cell fails
     mode = gpu.decide(gpu.probe())
     os.environ["STREAMALLOC_MODE"] = mode.name  # the kernels inherit the decision
+    os.environ.pop("MPLBACKEND", None)  # a headless shell's Agg would keep every figure out of the notebooks
     os.environ.update(extra_env or {})
     print(f"Running the course in {mode.name.upper()} mode: {mode.reason}.", flush=True)
     rows = []
-    for i, nb in enumerate(nbs, 1):
-        rel = nb.resolve().relative_to(REPO) if nb.resolve().is_relative_to(REPO) else nb.resolve()
-        out = output_path(nb, out_dir)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        print(f"[{i}/{len(nbs)}] {rel}", flush=True)
-        t0 = time.perf_counter()
-        error = ""
-        try:
-            papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
-                                       progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
-                                       config=_kernel_config())
-        except papermill.PapermillExecutionError:
-            pass  # papermill also counts the errors that raises-exception cells expect: judged below
-        except CellTimeoutError:
-            error = timeout_problem(out, cell_timeout)
-        except Exception as e:  # the kernel died, or the notebook could not be read or written
-            error = _first_error(e)
-        if not error and out.is_file():
-            error = notebook_problem(out)
-        rows.append({"notebook": str(rel), "mode": mode.name, "result": "failed" if error else "passed",
-                     "seconds": round(time.perf_counter() - t0, 1), "error": error})
-        print(f"    {rows[-1]['result']} in {rows[-1]['seconds']} s{(': ' + error) if error else ''}", flush=True)
+    kernels = Kernels(kernel)
+    try:
+        for i, nb in enumerate(nbs, 1):
+            rel = nb.resolve().relative_to(REPO) if nb.resolve().is_relative_to(REPO) else nb.resolve()
+            out = output_path(nb, out_dir)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            print(f"[{i}/{len(nbs)}] {rel}", flush=True)
+            t0 = time.perf_counter()
+            error = ""
+            try:
+                km = kernels.take(nb, following=nbs[i] if i < len(nbs) else None)
+                papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
+                                           progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
+                                           km=km)
+            except papermill.PapermillExecutionError:
+                pass  # papermill also counts the errors that raises-exception cells expect: judged below
+            except CellTimeoutError:
+                error = timeout_problem(out, cell_timeout)
+            except Exception as e:  # the kernel died, or the notebook could not be read or written
+                error = _first_error(e)
+            finally:
+                kernels.done()
+            if not error and out.is_file():
+                error = notebook_problem(out)
+            rows.append({"notebook": str(rel), "mode": mode.name, "result": "failed" if error else "passed",
+                         "seconds": round(time.perf_counter() - t0, 1), "error": error})
+            print(f"    {rows[-1]['result']} in {rows[-1]['seconds']} s{(': ' + error) if error else ''}", flush=True)
+    finally:
+        kernels.close()
     write_summary(rows, out_dir.parent)
     return rows
+
+
+class Kernels:
+    """A fresh kernel for each notebook, started one notebook ahead: the next notebook's kernel boots (about a
+    second of Python start-up) while this notebook's kernel does its set-up, so it is ready when its turn comes.
+    Each kernel starts in its notebook's folder, with the environment the runner set; each is shut down after
+    its notebook, and any left when the runner stops (an error, an interrupt) are shut down too."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.ahead: dict[Path, object] = {}
+        self.current = None
+        self.started = 0
+        self.sockets = Path(tempfile.mkdtemp(prefix="streamalloc-kernels-"))  # each kernel's IPC sockets
+
+    def _start(self, nb: Path):
+        from jupyter_client.manager import AsyncKernelManager
+        from jupyter_core.utils import run_sync
+
+        self.started += 1
+        config = _kernel_config()
+        if os.name == "posix":  # an absolute path of its own: two kernels are up at once, in other folders
+            config.KernelManager.ip = str(self.sockets / f"kernel-{self.started}")
+        km = AsyncKernelManager(kernel_name=self.name, config=config)
+        # as nbclient starts it: IPython's history in memory, not in the learner's profile
+        run_sync(km.start_kernel)(cwd=str(nb.parent), extra_arguments=["--HistoryManager.hist_file=:memory:"])
+        return km
+
+    def take(self, nb: Path, following: Path | None = None):
+        """The kernel for `nb` (started now if it was not started ahead); starts the kernel of `following`."""
+        self.current = self.ahead.pop(nb, None) or self._start(nb)
+        if following is not None and following not in self.ahead:
+            self.ahead[following] = self._start(following)
+        return self.current
+
+    def _stop(self, km) -> None:
+        from jupyter_core.utils import run_sync
+
+        try:
+            run_sync(km.shutdown_kernel)(now=False)
+        except Exception:  # already gone (it crashed, or was interrupted)
+            pass
+
+    def done(self) -> None:
+        if self.current is not None:
+            self._stop(self.current)
+            self.current = None
+
+    def close(self) -> None:
+        self.done()
+        for km in self.ahead.values():
+            self._stop(km)
+        self.ahead.clear()
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 def md_cell(value) -> str:

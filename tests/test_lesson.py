@@ -161,3 +161,60 @@ def test_live_without_a_gpu_is_one_clear_error(course, monkeypatch):
     monkeypatch.setenv("STREAMALLOC_MODE", "live")
     with pytest.raises(NoGPU, match="STREAMALLOC_MODE=live was set, but there is no usable GPU"):
         lesson_mod.start("test_lesson")
+
+
+NOTEBOOK_CELLS = [
+    "lesson = sa.start('test_lesson')",
+    "%%writefile {lesson.build}/ahead.cu\n#include \"course.cuh\"\n#include <cstdio>\n\n"
+    "int main() { std::printf(\"{\\\"ahead\\\":1}\\n\"); }",
+    "%%writefile {lesson.build}/broken.cu\nint main() { return undefined_name; }\n",
+    "%%writefile {lesson.build}/notes.txt\nnot a program",
+]
+
+
+def notebook(path, cells=NOTEBOOK_CELLS):
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": c.splitlines(True), "metadata": {},
+                                           "outputs": [], "execution_count": None} for c in cells],
+                                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_the_programs_found_ahead_are_what_writefile_writes(tmp_path):
+    """The text built ahead is byte for byte what IPython's %%writefile writes when the cell runs."""
+    shell = pytest.importorskip("IPython.testing.globalipapp").start_ipython()
+    nb = notebook(tmp_path / "n.ipynb")
+    found = lesson_mod.written_programs(nb)
+    assert [f for f, _ in found] == ["ahead.cu", "broken.cu"]
+    shell.user_ns["lesson"] = type("L", (), {"build": tmp_path})()
+    for cell in NOTEBOOK_CELLS[1:3]:
+        shell.run_cell(cell)
+    for file, text in found:
+        assert (tmp_path / file).read_text() == text
+
+
+def test_every_course_notebooks_programs_are_found_ahead():
+    """Every .cu a course notebook writes is found by the build-ahead (the notebooks' own cells)."""
+    repo = lesson_mod.REPO
+    for nb in [*repo.glob("notebooks/*.ipynb"), *repo.glob("solutions/*.ipynb")]:
+        cells = json.loads(nb.read_text())["cells"]
+        written = {"".join(c["source"]).split("\n", 1)[0].split("/")[-1] for c in cells
+                   if "".join(c["source"]).startswith("%%writefile") and "".join(c["source"]).split("\n", 1)[0].endswith(".cu")}
+        assert {f for f, _ in lesson_mod.written_programs(nb)} == written, nb.name
+
+
+@pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")
+def test_a_program_built_ahead_is_the_one_its_run_cell_uses(course, tmp_path, monkeypatch):
+    """build_ahead builds the saved programs at once; the run cell then finds its program built (no nvcc), a
+    program that does not build as saved is named and stops nothing, and an edited cell builds afresh."""
+    monkeypatch.setenv("STREAMALLOC_ARCH", "sm_90")  # no GPU here: build for one
+    lesson = course(True)
+    results = lesson.build_ahead(notebook(tmp_path / "n.ipynb"))
+    built = {p.name: r for p, r in results.items()}
+    assert isinstance(built["broken.cu"], CompileError) and built["ahead.cu"].is_file()
+    (lesson.build / "ahead.cu").write_text(lesson_mod.written_programs(tmp_path / "n.ipynb")[0][1])
+    calls = []
+    real_popen = cuda.subprocess.Popen
+    monkeypatch.setattr(cuda.subprocess, "Popen", lambda *a, **k: calls.append(a) or real_popen(*a, **k))
+    assert lesson.compile("ahead.cu") == built["ahead.cu"] and calls == []
+    (lesson.build / "ahead.cu").write_text((lesson.build / "ahead.cu").read_text() + "// edited\n")
+    assert lesson.compile("ahead.cu") != built["ahead.cu"] and len(calls) == 1

@@ -95,3 +95,28 @@ def test_cells_papermill_adds_are_not_counted(tmp_path):
     nbformat.write(nb, str(path))
     assert runner.notebook_problem(path) == ("cell 3 of 3 (lesson.run('broken.cu')): CompileError: broken.cu does not "
                                              "compile")
+
+
+def test_each_notebook_gets_a_fresh_kernel_in_its_folder_and_none_is_left(tmp_path, monkeypatch):
+    """The next kernel starts ahead, yet each notebook has its own, started in the notebook's folder, with the
+    environment the runner set; after the run no kernel is left and no socket file is in a notebook's folder."""
+    import os
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # a headless shell's setting must not reach the kernels
+    probe = ("import os, json, matplotlib\nprint(json.dumps({'pid': os.getpid(), 'cwd': os.getcwd(), "
+             "'mode': os.environ.get('STREAMALLOC_MODE'), 'backend': matplotlib.get_backend()}))")
+    folders = [tmp_path / "a", tmp_path / "b", tmp_path / "a"]
+    nbs = []
+    for i, folder in enumerate(folders):
+        folder.mkdir(exist_ok=True)
+        nbs.append(notebook(folder / f"n{i}.ipynb", [(probe, [])]))
+    out_dir = tmp_path / "out" / "executed"
+    rows = runner.run(nbs, out_dir=out_dir, progress=False)
+    assert [r["result"] for r in rows] == ["passed"] * 3
+    seen = [json.loads(nbformat.read(str(runner.output_path(nb, out_dir)), 4).cells[0].outputs[0]["text"]) for nb in nbs]
+    assert [s["cwd"] for s in seen] == [str(f) for f in folders]
+    assert len({s["pid"] for s in seen}) == 3 and {s["mode"] for s in seen} == {"replay"}
+    assert all("inline" in s["backend"] for s in seen), seen
+    for s in seen:
+        with pytest.raises(ProcessLookupError):
+            os.kill(s["pid"], 0)
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["n0.ipynb", "n2.ipynb"]
