@@ -14,6 +14,7 @@ import dataclasses
 import ctypes
 import datetime
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import re
@@ -115,21 +116,29 @@ def nvcc_version() -> str | None:
 
 
 def _cupy_package() -> str | None:
-    """Which distribution installed the cupy module ("cupy-cuda12x"), or None. The usual names are asked
-    first (one lookup each); only an unusual CuPy costs a scan of every installed distribution."""
-    for name in ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"):
-        try:
-            importlib.metadata.distribution(name)
-            return name
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        except Exception:
-            return None
+    """Which distribution installed the cupy module that `import cupy` finds ("cupy-cuda12x"), or None. Two
+    may be installed (cupy-cuda12x in one folder, cupy-cuda13x in another): the one whose files hold that
+    module is the answer. The usual names are asked first; only an unusual CuPy costs a scan of them all."""
     try:
-        names = importlib.metadata.packages_distributions().get("cupy", [])
+        spec = importlib.util.find_spec("cupy")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    module = os.path.realpath(spec.origin)
+    def holds_module(name: str) -> bool:
+        return any(os.path.realpath(d.locate_file("cupy/__init__.py")) == module
+                   for d in importlib.metadata.distributions(name=name))
+
+    try:
+        usual = ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy")
+        found = next((name for name in usual if holds_module(name)), None)
+        if found is None:
+            found = next((name for name in sorted(importlib.metadata.packages_distributions().get("cupy", []))
+                          if name not in usual and holds_module(name)), None)
+        return found
     except Exception:
         return None
-    return sorted(names)[0] if names else None
 
 
 def _smi_cuda_version() -> str | None:

@@ -166,3 +166,26 @@ def test_ensure_nvcc_installs_cuda13_without_a_driver_and_quotes_the_wrapper(tmp
     assert "nvidia-cuda-nvcc>=13,<14" in pip and "release 13.0" in done.stdout
     run = subprocess.run([str(venv / "bin/nvcc"), "--version"], capture_output=True, text=True)
     assert "release 13.0" in run.stdout, (venv / "bin/nvcc").read_text()
+
+
+def test_the_cupy_package_is_the_one_that_holds_the_module_python_imports(tmp_path, monkeypatch):
+    """cupy-cuda12x first on the path and cupy-cuda13x after it (as on a machine with both): the label names
+    cupy-cuda12x, whose files `import cupy` reads; with the order swapped, cupy-cuda13x."""
+    import importlib
+    import sys
+
+    def install(folder, dist):
+        (folder / "cupy").mkdir(parents=True)
+        (folder / "cupy" / "__init__.py").write_text("")
+        info = folder / f"{dist.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        (info / "RECORD").write_text("cupy/__init__.py,,\n")
+        return str(folder)
+
+    twelve, thirteen = install(tmp_path / "a", "cupy-cuda12x"), install(tmp_path / "b", "cupy-cuda13x")
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    for order, expected in (([twelve, thirteen], "cupy-cuda12x"), ([thirteen, twelve], "cupy-cuda13x")):
+        monkeypatch.setattr(sys, "path", [*order, *sys.path])
+        importlib.invalidate_caches()
+        assert gpu._cupy_package() == expected
