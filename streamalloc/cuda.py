@@ -27,8 +27,14 @@ from .errors import CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
 INCLUDE = Path(__file__).parent / "include"  # course.cuh: the CHECK macro every program uses
 BASE_FLAGS = ["-O2", "-std=c++17", "-lineinfo"]
 
-NVCC_HELP = ("nvcc, the CUDA compiler, was not found on the PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin. "
-             + gpu.nvcc_help())  # the general advice; a build that finds no nvcc names the driver's CUDA too
+
+def nvcc_missing(driver_cuda: str | None = None) -> str:
+    """No nvcc, in words: where it was looked for, and how to get one (for this driver's CUDA, when known)."""
+    return ("nvcc, the CUDA compiler, was not found on the PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin. "
+            + gpu.nvcc_help(driver_cuda))
+
+
+NVCC_HELP = nvcc_missing()  # the general advice; a build that finds no nvcc names the driver's CUDA too
 
 
 def headers_text() -> str:
@@ -53,8 +59,7 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     """Compile one .cu file to an executable; a second call with the same content and flags reuses it."""
     nvcc = gpu.nvcc_path()
     if nvcc is None:
-        raise NvccNotFound("nvcc, the CUDA compiler, was not found on the PATH, in $CUDA_HOME/bin or in "
-                           "/usr/local/cuda/bin. " + gpu.nvcc_help(gpu.driver_cuda_version()))
+        raise NvccNotFound(nvcc_missing(gpu.driver_cuda_version()))
     source = Path(source)
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
