@@ -54,6 +54,9 @@ def arch_flags(compute_capability: str | None, live: bool) -> list[str]:
     return []
 
 
+_building: set = set()  # the nvcc processes running now (build_all stops them on an interrupt)
+
+
 def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[str] | tuple = (),
           out_dir: str | os.PathLike | None = None, timeout: float = 300) -> Path:
     """Compile one .cu file to an executable; a second call with the same content and flags reuses it."""
@@ -64,7 +67,8 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
     cmd_flags = [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
-    digest = hashlib.sha256("\0".join([source.read_text(), headers_text(), *cmd_flags]).encode()).hexdigest()[:16]
+    text = source.read_text()
+    digest = hashlib.sha256("\0".join([text, headers_text(), *cmd_flags]).encode()).hexdigest()[:16]
     out_dir = Path(out_dir) if out_dir else source.parent / "bin"
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = out_dir / f"{source.stem}-{digest}"
@@ -72,13 +76,17 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
         return exe
     # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
     with tempfile.TemporaryDirectory(prefix=f".nvcc-{source.stem}-", dir=out_dir) as work:
-        tmp = Path(work).resolve() / exe.name
-        # nvcc runs in the source's folder on the file's bare name, so __FILE__, nvcc's messages and the line
-        # information say "x.cu": the program is the same wherever its source was written (see build_all)
-        cmd = [nvcc, *cmd_flags, "-o", str(tmp), source.name]
-        env = {**os.environ, "TMPDIR": work}
+        work = Path(work).resolve()
+        tmp = work / exe.name
+        # nvcc compiles the very text that was hashed (a copy: the source may be rewritten meanwhile), on its bare
+        # name, so __FILE__, nvcc's messages and the line information say "x.cu": the program is the same
+        # wherever its source was written (see build_all); headers beside the source are still found (-I)
+        (work / source.name).write_text(text)
+        cmd = [nvcc, *cmd_flags, f"-I{source.parent.resolve()}", "-o", str(tmp), source.name]
+        env = {**os.environ, "TMPDIR": str(work)}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                cwd=source.parent, start_new_session=True)  # its own process group: cicc, ptxas, gcc die with it
+                                cwd=work, start_new_session=True)  # its own process group: cicc, ptxas, gcc die with it
+        _building.add(proc)
         try:
             out, err = proc.communicate(timeout=timeout)
         except BaseException:  # the timeout, or an interrupt from the notebook
@@ -87,6 +95,8 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
                 raise CompileError(f"nvcc took longer than {timeout:g} s to compile {source.name} and was stopped "
                                    "(with everything it started)", "", None) from None
             raise
+        finally:
+            _building.discard(proc)
         log = (out + err).strip()
         if proc.returncode != 0:
             raise compile_error(source, log)
@@ -113,7 +123,14 @@ def build_all(sources, arch=(), out_dir=None, jobs: int | None = None, done=None
             results[futures[future]] = future.result()
             if done:
                 done(len(results), len(sources))
-    finally:  # an interrupt: builds not started are dropped, running ones finish (each is a few seconds)
+    except BaseException:  # an interrupt: builds not started are dropped, running ones stopped at once
+        for proc in list(_building):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        raise
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return results
 

@@ -115,10 +115,11 @@ def nvcc_version() -> str | None:
     return m.group(1) if m else None
 
 
-def _cupy_package() -> str | None:
+def _cupy_package(runtime: str | None = None) -> str | None:
     """Which distribution installed the cupy module that `import cupy` finds ("cupy-cuda12x"), or None. Two
     may be installed (cupy-cuda12x in one folder, cupy-cuda13x in another): the one whose files hold that
-    module is the answer. The usual names are asked first; only an unusual CuPy costs a scan of them all."""
+    module is the answer; where both were installed into one folder, the one for CuPy's CUDA `runtime` ("12.9").
+    The usual names are asked first; only an unusual CuPy costs a scan of them all."""
     try:
         spec = importlib.util.find_spec("cupy")
     except (ImportError, ValueError):
@@ -132,13 +133,15 @@ def _cupy_package() -> str | None:
 
     try:
         usual = ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy")
-        found = next((name for name in usual if holds_module(name)), None)
-        if found is None:
-            found = next((name for name in sorted(importlib.metadata.packages_distributions().get("cupy", []))
-                          if name not in usual and holds_module(name)), None)
-        return found
+        found = [name for name in usual if holds_module(name)]
+        if not found:
+            found = [name for name in sorted(importlib.metadata.packages_distributions().get("cupy", []))
+                     if name not in usual and holds_module(name)]
     except Exception:
         return None
+    # two installed into one folder both "hold" it: the one built for the runtime CuPy reports is the answer
+    major = runtime.split(".")[0] if runtime else None
+    return next((name for name in found if name == f"cupy-cuda{major}x"), found[0] if found else None)
 
 
 def _smi_cuda_version() -> str | None:
@@ -301,6 +304,7 @@ def _probe(device: int, driver) -> Machine:
         m.memory_total = int(props["totalGlobalMem"])
         m.driver_cuda = _cuda_version(rt.driverGetVersion())
         m.runtime = _cuda_version(rt.runtimeGetVersion())
+        m.cupy_package = _cupy_package(m.runtime)
         m.pools_supported = bool(rt.deviceGetAttribute(CUDA_DEV_ATTR_MEMORY_POOLS_SUPPORTED, device))
         with cupy.cuda.Device(device):
             m.memory_free = int(rt.memGetInfo()[0])

@@ -127,12 +127,12 @@ class Lesson:
         arch = cuda.arch_flags(self.machine.compute_capability, self.live)
         t0 = time.perf_counter()
         jobs = min(len(paths), os.cpu_count() or 1)
-        line = display_line(f"Building this notebook's {len(paths)} CUDA programs ahead, {jobs} at a time ...")
+        line = display_line(f"Building this notebook's CUDA programs ahead ({len(paths)}, {jobs} at a time) ...")
         results = cuda.build_all(paths, arch=arch, out_dir=self.build / "bin", jobs=jobs,
                                  done=lambda n, of: line(f"Building this notebook's CUDA programs ahead: {n} of {of} built ..."))
         failed = sorted(p.name for p, r in results.items() if isinstance(r, Exception))
-        line(f"Built this notebook's {len(paths) - len(failed)} CUDA programs ahead in {time.perf_counter() - t0:.1f} s"
-             + (f" ({', '.join(failed)} did not build as saved: its run cell builds it and says why)" if failed else ""))
+        line(f"Built this notebook's CUDA programs ahead ({len(paths) - len(failed)}) in {time.perf_counter() - t0:.1f} s"
+             + (f"; not built as saved: {', '.join(failed)} (its run cell builds it and says why)" if failed else ""))
         return results
 
     def key_source(self, path: Path, flags=()) -> str:
@@ -348,11 +348,12 @@ def missing_modules(modules) -> list[str]:
 
 def notebook_file(name: str) -> Path | None:
     """The saved notebook of a lesson: beside the kernel (Jupyter starts it in the notebook's folder), else
-    the course's own copy (on Colab the open notebook is not a file here)."""
-    for folder in (Path.cwd(), REPO / "notebooks", REPO / "labs", REPO / "solutions"):
-        if (folder / f"{name}.ipynb").is_file():
-            return folder / f"{name}.ipynb"
-    return None
+    the course's own copy (on Colab the open notebook is not a file here); None where that is not one file
+    (a lab and its solution share a name: which of them is open cannot be told)."""
+    if (Path.cwd() / f"{name}.ipynb").is_file():
+        return Path.cwd() / f"{name}.ipynb"
+    found = [p for p in (REPO / folder / f"{name}.ipynb" for folder in ("notebooks", "labs", "solutions")) if p.is_file()]
+    return found[0] if len(found) == 1 else None
 
 
 def written_programs(notebook: Path) -> list[tuple[str, str]]:

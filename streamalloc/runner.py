@@ -162,7 +162,7 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
                 km = kernels.take(nb, following=nbs[i] if i < len(nbs) else None)
                 papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
                                            progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
-                                           km=km)
+                                           km=km, on_cell_executed=kernels.after_cell)
             except papermill.PapermillExecutionError:
                 pass  # papermill also counts the errors that raises-exception cells expect: judged below
             except CellTimeoutError:
@@ -184,40 +184,71 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
 
 class Kernels:
     """A fresh kernel for each notebook, started one notebook ahead: the next notebook's kernel boots (about a
-    second of Python start-up) while this notebook's kernel does its set-up, so it is ready when its turn comes.
-    Each kernel starts in its notebook's folder, with the environment the runner set; each is shut down after
-    its notebook, and any left when the runner stops (an error, an interrupt) are shut down too."""
+    second of Python start-up) while this notebook's first cell (its set-up) runs, and that cell does not end
+    until the next kernel is up (`after_cell`), so no kernel boots while a measurement runs. Each kernel starts
+    in its notebook's folder, with the environment the runner set, its sockets and connection file in a
+    temporary folder of the runner's; after its notebook its clients are closed and it is shut down, and any
+    left when the runner stops (an error, an interrupt) are shut down too."""
 
     def __init__(self, name: str):
         self.name = name
         self.ahead: dict[Path, object] = {}
         self.current = None
+        self.following = None
         self.started = 0
-        self.sockets = Path(tempfile.mkdtemp(prefix="streamalloc-kernels-"))  # each kernel's IPC sockets
+        self.sockets = Path(tempfile.mkdtemp(prefix="streamalloc-kernels-"))
 
     def _start(self, nb: Path):
         from jupyter_client.manager import AsyncKernelManager
-        from jupyter_core.utils import run_sync
+        from nbclient.util import run_sync  # the one nbclient itself uses (nbclient 0.10 has its own)
+
+        class Manager(AsyncKernelManager):
+            def client(self, **kw):  # papermill does not close the client of a kernel it was given: we do
+                self.clients = [*getattr(self, "clients", []), super().client(**kw)]
+                return self.clients[-1]
 
         self.started += 1
         config = _kernel_config()
         if os.name == "posix":  # an absolute path of its own: two kernels are up at once, in other folders
             config.KernelManager.ip = str(self.sockets / f"kernel-{self.started}")
-        km = AsyncKernelManager(kernel_name=self.name, config=config)
+        km = Manager(kernel_name=self.name, config=config,
+                     connection_file=str(self.sockets / f"kernel-{self.started}.json"))
         # as nbclient starts it: IPython's history in memory, not in the learner's profile
         run_sync(km.start_kernel)(cwd=str(nb.parent), extra_arguments=["--HistoryManager.hist_file=:memory:"])
         return km
 
     def take(self, nb: Path, following: Path | None = None):
-        """The kernel for `nb` (started now if it was not started ahead); starts the kernel of `following`."""
+        """The kernel for `nb` (started now if it was not started ahead); starts the kernel of `following`
+        (if that fails, it is started, and its failure reported, when its own turn comes)."""
         self.current = self.ahead.pop(nb, None) or self._start(nb)
-        if following is not None and following not in self.ahead:
-            self.ahead[following] = self._start(following)
+        self.following = None
+        if following is not None:
+            try:
+                self.following = self.ahead[following] = self.ahead.get(following) or self._start(following)
+            except Exception:
+                self.ahead.pop(following, None)
         return self.current
 
-    def _stop(self, km) -> None:
-        from jupyter_core.utils import run_sync
+    async def after_cell(self, cell=None, cell_index=None, **_):
+        """nbclient's on_cell_executed: after the first code cell, wait until the next kernel is up."""
+        km, self.following = self.following, None
+        if km is None:
+            return
+        kc = km.client()
+        try:
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+        except Exception:  # its own turn reports it
+            pass
 
+    def _stop(self, km) -> None:
+        from nbclient.util import run_sync  # the one nbclient itself uses (nbclient 0.10 has its own)
+
+        for kc in getattr(km, "clients", []):
+            try:
+                kc.stop_channels()
+            except Exception:
+                pass
         try:
             run_sync(km.shutdown_kernel)(now=False)
         except Exception:  # already gone (it crashed, or was interrupted)

@@ -189,3 +189,13 @@ def test_the_cupy_package_is_the_one_that_holds_the_module_python_imports(tmp_pa
         monkeypatch.setattr(sys, "path", [*order, *sys.path])
         importlib.invalidate_caches()
         assert gpu._cupy_package() == expected
+    # both installed into one folder: each "holds" the module; the one for CuPy's runtime is named
+    both = tmp_path / "c"
+    install(both, "cupy-cuda12x")
+    info = both / "cupy_cuda13x-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cupy-cuda13x\nVersion: 1.0\n")
+    (info / "RECORD").write_text("cupy/__init__.py,,\n")
+    monkeypatch.setattr(sys, "path", [str(both), *sys.path])
+    importlib.invalidate_caches()
+    assert gpu._cupy_package("12.9") == "cupy-cuda12x" and gpu._cupy_package("13.2") == "cupy-cuda13x"

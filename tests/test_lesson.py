@@ -218,3 +218,19 @@ def test_a_program_built_ahead_is_the_one_its_run_cell_uses(course, tmp_path, mo
     assert lesson.compile("ahead.cu") == built["ahead.cu"] and calls == []
     (lesson.build / "ahead.cu").write_text((lesson.build / "ahead.cu").read_text() + "// edited\n")
     assert lesson.compile("ahead.cu") != built["ahead.cu"] and len(calls) == 1
+
+
+def test_the_notebook_built_ahead_is_the_open_one_or_none(tmp_path, monkeypatch):
+    """Jupyter starts the kernel in the notebook's folder: that copy. Elsewhere (Colab's /content) the course's
+    copy, unless a lab and its solution share the name: then which is open cannot be told, and none is built."""
+    monkeypatch.setattr(lesson_mod, "REPO", tmp_path)
+    for folder in ("notebooks/lesson", "labs/lab9", "solutions/lab9"):
+        (tmp_path / folder).parent.mkdir(exist_ok=True)
+        (tmp_path / f"{folder}.ipynb").write_text("{}")
+    elsewhere = tmp_path / "content"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert lesson_mod.notebook_file("lesson") == tmp_path / "notebooks/lesson.ipynb"
+    assert lesson_mod.notebook_file("lab9") is None and lesson_mod.notebook_file("nothing") is None
+    monkeypatch.chdir(tmp_path / "solutions")
+    assert lesson_mod.notebook_file("lab9") == tmp_path / "solutions/lab9.ipynb"

@@ -110,8 +110,16 @@ def test_each_notebook_gets_a_fresh_kernel_in_its_folder_and_none_is_left(tmp_pa
         folder.mkdir(exist_ok=True)
         nbs.append(notebook(folder / f"n{i}.ipynb", [(probe, [])]))
     out_dir = tmp_path / "out" / "executed"
+    waited, after_cell = [], runner.Kernels.after_cell
+
+    async def spy(self, **kw):  # the first cell of each notebook but the last waits for the next kernel
+        waited.append(self.following is not None)
+        await after_cell(self, **kw)
+        assert self.following is None
+    monkeypatch.setattr(runner.Kernels, "after_cell", spy)
     rows = runner.run(nbs, out_dir=out_dir, progress=False)
     assert [r["result"] for r in rows] == ["passed"] * 3
+    assert waited == [True, True, False]
     seen = [json.loads(nbformat.read(str(runner.output_path(nb, out_dir)), 4).cells[0].outputs[0]["text"]) for nb in nbs]
     assert [s["cwd"] for s in seen] == [str(f) for f in folders]
     assert len({s["pid"] for s in seen}) == 3 and {s["mode"] for s in seen} == {"replay"}
