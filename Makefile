@@ -31,7 +31,7 @@ compile-matrix: $(SETUP)    ## every .cu for sm_75 and the recorded GPU, with CU
 preflight: $(SETUP)         ## instructors, on a room's machine: run it all live and in replay, build/preflight/report.html
 	$(PYTHON) -m streamalloc preflight
 site: $(SETUP)              ## the read-ahead copy: every notebook run in replay, as web pages in build/site/
-	env -u MPLBACKEND STREAMALLOC_MODE=replay $(PYTHON) -m streamalloc run --no-progress
+	STREAMALLOC_MODE=replay $(PYTHON) -m streamalloc run --no-progress
 	$(PYTHON) -m streamalloc.site
 browser: $(SETUP)           ## JupyterLab in headless Chromium (needs chromium and playwright: see .ci/run)
 	STREAMALLOC_BROWSER=1 STREAMALLOC_MODE=replay $(PYTHON) -m pytest tests/browser

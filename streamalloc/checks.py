@@ -23,11 +23,11 @@ The learner's C++ is read by `streamalloc.cppsource`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from . import cppsource, sanitizer
 from .cuda import NVCC_HELP
+from .lesson import written_files
 from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError, SanitizerNotFound,
                      StaleRecording)
 
@@ -61,17 +61,7 @@ def english(names, conjunction: str = "and") -> str:
 
 def solution_source(lesson_name: str, file: str) -> str | None:
     """The CUDA that solutions/<lesson_name>.ipynb writes to `file` (its %%writefile cell), or None."""
-    path = REPO / "solutions" / f"{lesson_name}.ipynb"
-    try:
-        cells = json.loads(path.read_text())["cells"]
-    except (OSError, ValueError, KeyError):
-        return None
-    for cell in cells:
-        text = "".join(cell.get("source", ""))
-        first, _, body = text.partition("\n")
-        if cell.get("cell_type") == "code" and first.startswith("%%writefile") and first.rstrip().endswith("/" + file):
-            return body
-    return None
+    return next((text for _, f, text in written_files(REPO / "solutions" / f"{lesson_name}.ipynb") if f == file), None)
 
 
 class Report:

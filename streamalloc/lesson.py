@@ -21,6 +21,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -356,24 +357,29 @@ def notebook_file(name: str) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
-def written_programs(notebook: Path) -> list[tuple[str, str]]:
-    """(file, text) of each CUDA program a notebook writes with `%%writefile {lesson.build}/file.cu`, as
-    %%writefile writes it (a cell's text ends with a newline)."""
+WRITEFILE = re.compile(r"%%writefile\s+\{lesson\.build\}/(?P<file>[\w.-]+)\s*")
+
+
+def written_files(notebook: Path) -> list[tuple[int, str, str]]:
+    """(cell index, file, text) of each `%%writefile {lesson.build}/file` cell of a saved notebook, the text as
+    %%writefile writes it (a cell's text ends with a newline); [] where the notebook cannot be read."""
     try:
-        cells = json.loads(notebook.read_text()).get("cells", [])
+        cells = json.loads(Path(notebook).read_text()).get("cells", [])
     except (OSError, ValueError):
         return []
     found = []
-    for cell in cells:
+    for i, cell in enumerate(cells):
         text = "".join(cell.get("source", [])) if cell.get("cell_type") == "code" else ""
         first, _, body = text.partition("\n")
-        words = first.split()
-        if len(words) == 2 and words[0] == "%%writefile" and words[1].startswith("{lesson.build}/") \
-                and words[1].endswith(".cu") and "/" not in words[1][len("{lesson.build}/"):]:
-            program = (words[1][len("{lesson.build}/"):], body if body.endswith("\n") else body + "\n")
-            if program not in found:
-                found.append(program)
+        m = WRITEFILE.fullmatch(first)
+        if m:
+            found.append((i, m["file"], body if body.endswith("\n") else body + "\n"))
     return found
+
+
+def written_programs(notebook: Path) -> list[tuple[str, str]]:
+    """(file, text) of each distinct CUDA program a notebook writes, in order."""
+    return list(dict.fromkeys((f, text) for _, f, text in written_files(notebook) if f.endswith(".cu")))
 
 
 def display_line(text: str):

@@ -50,8 +50,7 @@ def run_pass(mode: str, out: Path, paths=(), kernel: str = "python3", progress: 
     nbs = runner.notebooks(paths)
     labs = [nb for nb in nbs if nb.resolve().parent.name == "labs"]
     groups = [([nb for nb in nbs if nb not in labs], out / "key_figures"), (labs, out / "lab_key_figures")]
-    before = {k: os.environ.get(k) for k in ("STREAMALLOC_MODE", "STREAMALLOC_KEY_FIGURES", "MPLBACKEND")}
-    os.environ.pop("MPLBACKEND", None)  # the kernels draw inline, so the executed notebooks hold their figures
+    before = {k: os.environ.get(k) for k in ("STREAMALLOC_MODE", "STREAMALLOC_KEY_FIGURES")}
     rows = []
     try:
         for group, figures in groups:

@@ -145,7 +145,6 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
     cell_timeout = cell_timeout or int(os.environ.get("STREAMALLOC_CELL_TIMEOUT", 900))  # a hung cell fails
     mode = gpu.decide(gpu.probe())
     os.environ["STREAMALLOC_MODE"] = mode.name  # the kernels inherit the decision
-    os.environ.pop("MPLBACKEND", None)  # a headless shell's Agg would keep every figure out of the notebooks
     os.environ.update(extra_env or {})
     print(f"Running the course in {mode.name.upper()} mode: {mode.reason}.", flush=True)
     rows = []
@@ -186,7 +185,7 @@ class Kernels:
     """A fresh kernel for each notebook, started one notebook ahead: the next notebook's kernel boots (about a
     second of Python start-up) while this notebook's first cell (its set-up) runs, and that cell does not end
     until the next kernel is up (`after_cell`), so no kernel boots while a measurement runs. Each kernel starts
-    in its notebook's folder, with the environment the runner set, its sockets and connection file in a
+    in its notebook's folder, with the environment the runner set (less MPLBACKEND), its sockets and connection file in a
     temporary folder of the runner's; after its notebook its clients are closed and it is shut down, and any
     left when the runner stops (an error, an interrupt) are shut down too."""
 
@@ -213,8 +212,10 @@ class Kernels:
             config.KernelManager.ip = str(self.sockets / f"kernel-{self.started}")
         km = Manager(kernel_name=self.name, config=config,
                      connection_file=str(self.sockets / f"kernel-{self.started}.json"))
-        # as nbclient starts it: IPython's history in memory, not in the learner's profile
-        run_sync(km.start_kernel)(cwd=str(nb.parent), extra_arguments=["--HistoryManager.hist_file=:memory:"])
+        # as nbclient starts it: IPython's history in memory, not in the learner's profile; without a headless
+        # shell's MPLBACKEND=Agg, which would keep every figure out of the executed notebook
+        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+        run_sync(km.start_kernel)(cwd=str(nb.parent), env=env, extra_arguments=["--HistoryManager.hist_file=:memory:"])
         return km
 
     def take(self, nb: Path, following: Path | None = None):

@@ -24,8 +24,6 @@ import argparse
 import concurrent.futures
 import hashlib
 import json
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from streamalloc import cuda, gpu  # noqa: E402
+from streamalloc.lesson import written_files  # noqa: E402
 
 BUILD = ROOT / "build" / "compile-matrix"
 TOOLCHAINS = ROOT / "build" / "toolchains"
@@ -44,7 +43,6 @@ CUDA12 = TOOLCHAINS / "cuda-12.4-headers-12.0"
 DEBIAN_SOURCE = "deb http://deb.debian.org/debian trixie non-free"
 DEBIAN_PACKAGE = "nvidia-cuda-toolkit=12.4.131~12.4.1-2"
 WHEELS = ["nvidia-cuda-runtime-cu12==12.0.146", "nvidia-cuda-nvcc-cu12==12.4.131"]
-WRITEFILE = re.compile(r"\A%%writefile\s+\{lesson\.build\}/(?P<name>[\w.-]+\.cu)\s*\n")
 
 
 # -- the sources ---------------------------------------------------------------------------------------------
@@ -54,18 +52,15 @@ def sources(root: Path = ROOT) -> list[dict]:
     for folder in ("notebooks", "solutions", "labs"):
         for nb in sorted((root / folder).glob("*.ipynb")):
             cells = json.loads(nb.read_text())["cells"]
-            for i, cell in enumerate(cells):
-                text = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
-                m = WRITEFILE.match(text)
-                if not m:
+            for i, name, text in written_files(nb):
+                if not name.endswith(".cu"):
                     continue
-                entry = {"where": f"{folder}/{nb.name}", "name": m["name"], "text": text[m.end():],
-                         "expect": "compile", "why": ""}
-                if _expects_compile_error(cells[i + 1:], m["name"]):
+                entry = {"where": f"{folder}/{nb.name}", "name": name, "text": text, "expect": "compile", "why": ""}
+                if _expects_compile_error(cells[i + 1:], name):
                     entry.update(expect="fail", why="its run cell expects a CompileError")
                 if folder == "solutions":
-                    solutions[(nb.name, m["name"])] = entry["text"]
-                if folder == "labs" and solutions.get((nb.name, m["name"])) != entry["text"]:
+                    solutions[(nb.name, name)] = entry["text"]
+                if folder == "labs" and solutions.get((nb.name, name)) != entry["text"]:
                     entry.update(expect="stub", why="a lab stub the learner completes (labs/ is checked as "
                                                     "generated from solutions/, whose file compiles)")
                 found.append(entry)
