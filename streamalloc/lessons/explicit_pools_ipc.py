@@ -251,6 +251,10 @@ def host_text(pools) -> str:
                 parts.append(f"a kernel wrote the {kind} pool's memory {med(r['kernel_ms']) / med(dev['kernel_ms']):.1f}x "
                              f"slower than the device pool's; device 0's access was {r['access_before']} until "
                              f"cudaMemPoolSetAccess ({r['set_access']})")
+    blocked = [f"{k} (device 0's access {r['access_after']}, cudaMemPoolSetAccess {r['set_access']})"
+               for k, r in pools.items() if k != "versions" and r["supported"] and not r["ran"]]
+    if blocked:
+        parts.append("created, but no kernel touched it, device 0 having no access: " + ", ".join(blocked))
     if missing:
         parts.append("not available here: " + ", ".join(missing))
     return "; ".join(parts) or "no pool ran"
