@@ -221,3 +221,18 @@ def test_the_ipc_assertions_reject(change, message):
                  exp=exported(), X=X)
     with pytest.raises(AssertionError, match=message):
         exec(cell, names)
+
+
+# -- item 7: the CUDA 12 set's label says it ran on the default set's GPU and driver --------------------------
+def test_a_set_of_another_stack_on_the_same_gpu_and_driver_says_so(recordings, monkeypatch):
+    monkeypatch.setenv("STREAMALLOC_RECORD_TO", replay.DEFAULT_REFERENCE)
+    cuda13 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
+                         driver="580.1", driver_cuda="13.0", nvcc="13.0", runtime="13.0")
+    replay.save(cuda13, "00_setup", "x", "x", [], {"stdout": ""})
+    t4_like = gpu.Machine(**{**cuda13.to_dict(), "nvcc": "12.4", "runtime": "12.9", "build_arch": "compute_75"})
+    other_driver = gpu.Machine(**{**t4_like.to_dict(), "driver": "570.1"})
+    note = f"same GPU and driver as {replay.DEFAULT_REFERENCE}: a check of the stack, not of another GPU or driver"
+    assert lesson.label(t4_like, False).endswith(note)
+    assert note not in lesson.label(cuda13, False)
+    assert note not in lesson.label(other_driver, False)
+    assert lesson.label(t4_like, True) == "NVIDIA H100 80GB HBM3, live"
