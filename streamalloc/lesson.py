@@ -403,7 +403,7 @@ def label(m: gpu.Machine, live: bool) -> str:
     stack = f", {cupy} {m.cupy} on CUDA {m.runtime}" if cupy and m.cupy else ""
     stack += f", programs built for {m.build_arch}" if getattr(m, "build_arch", None) else ""
     return (f"{m.gpu}, replayed from a recording of {m.date} (driver {m.driver}, CUDA {m.driver_cuda}, "
-            f"nvcc {m.nvcc}{stack})")
+            f"nvcc {m.nvcc}{stack}){replay.same_machine_note(m)}")
 
 
 def start(name: str, quiet: bool = False) -> Lesson:

@@ -8,6 +8,8 @@ spread. The notebooks' small helpers live here, one name, one meaning:
     mib(n)        n bytes in MiB, a float (for axes and arithmetic)
     nbytes(n)     n bytes as a human-readable size: 4194304 -> "4 MiB", 1536 -> "1.5 KiB"
     KiB, MiB, GiB
+    free_memory(lesson.machine)   the free GPU memory the lesson's sizes come from (the recorded one in replay)
+    block_size(free)              one allocation's size: 64 MiB, or a sixteenth of `free` in 2 MiB pages
 """
 from __future__ import annotations
 
@@ -80,3 +82,16 @@ def nbytes(n) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+# -- sizes from the free memory of the machine the numbers come from ------------------------------------------
+def free_memory(machine, otherwise: int = 8 * GiB) -> int:
+    """The free GPU memory of `machine` in bytes: pass `lesson.machine` (live: this GPU; replay: the recorded one, so
+    that sizes computed from it are the recorded arguments); `otherwise` where it is not known."""
+    return int(getattr(machine, "memory_free", None) or otherwise)
+
+
+def block_size(free: int, most: int = 64 * MiB, share: int = 16, least: int = 8 * MiB, page: int = 2 * MiB) -> int:
+    """One allocation's size for a lesson: `most`, or a `share`-th of `free` on a GPU with less, rounded down to
+    whole `page`s, never under `least`. block_size(free_memory(lesson.machine)) is 64 MiB on a GPU with 1 GiB free."""
+    return max(least, min(most, free // share) // page * page)

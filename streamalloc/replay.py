@@ -225,6 +225,20 @@ def machine(gpu_dir: str, lesson: str | None = None) -> Machine:
     return Machine.from_dict(read_json(path, "machine description"))
 
 
+def same_machine_note(m: Machine) -> str:
+    """What a set recorded with another software stack on the default set's GPU and driver must say of itself: the
+    CUDA 12 set (a T4's stack and memory, programs built for compute_75) ran on the same H100 and driver as the
+    CUDA 13 set, so it confirms nothing about another GPU or driver. '' for any other machine."""
+    try:
+        ref = machine(DEFAULT_REFERENCE)
+    except (BrokenRecording, OSError, TypeError):
+        return ""
+    stack = ("nvcc", "runtime", "build_arch")
+    if (m.gpu, m.driver) != (ref.gpu, ref.driver) or all(getattr(m, k, None) == getattr(ref, k, None) for k in stack):
+        return ""
+    return f"; same GPU and driver as {DEFAULT_REFERENCE}: a check of the stack, not of another GPU or driver"
+
+
 def path_of(gpu_dir: str, lesson: str, name: str) -> Path:
     return root() / gpu_dir / lesson / f"{name}.json"
 

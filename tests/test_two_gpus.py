@@ -175,9 +175,14 @@ def canned_runs():
     copies = lines(dict(md, copy="stream_device_current", current_device=1, error="cudaSuccess", wrong=0),
                    dict(md, copy="peer_copy", current_device=1, error="cudaSuccess", wrong=0),
                    dict(md, copy="other_device_current", current_device=0, error="cudaErrorInvalidResourceHandle"))
+    gp = dict(program="graph_peer", peer_capable=True, elements=N)
+    graph = {"node": lines(dict(gp, mode="node", error="cudaSuccess", wrong=0)),
+             "before": lines(dict(gp, mode="before", error="cudaSuccess", wrong=0)),
+             "after": lines(dict(gp, mode="after", error="cudaErrorIllegalAddress", device0_synchronize="cudaSuccess"))}
     return [("current_device", [BYTES], current), ("pool_access", ["peer", BYTES], peer),
             ("pool_access", ["pool", BYTES], pool), ("access_cost", [MAX_BYTES, REPS], lines(*grants, *misses)),
-            ("peer_free", [BYTES, SPIN_MS], free), ("memcpy_device", [BYTES], copies)]
+            ("peer_free", [BYTES, SPIN_MS], free), ("memcpy_device", [BYTES], copies),
+            *(("graph_peer", [mode, BYTES], out) for mode, out in graph.items())]
 
 
 def notebook_programs(tmp_path) -> dict[str, Path]:
@@ -217,7 +222,7 @@ def test_the_notebook_says_it_has_not_yet_run_and_shows_nothing_measured(recordi
     replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
     text, images = run_notebook({"STREAMALLOC_MODE": "replay", "STREAMALLOC_RECORDINGS": str(recordings)}, monkeypatch)
     assert "THIS LESSON HAS NOT YET RUN ON TWO GPUs" in text and images == 0
-    assert text.count("not run, because this lesson has not yet run on two GPUs") == 5
+    assert text.count("not run, because this lesson has not yet run on two GPUs") == 6
     assert "Nothing was measured" in text and "needs 2 GPUs; replayed" not in text
 
 
@@ -226,7 +231,7 @@ def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch
     monkeypatch.setattr(replay, "_started", set())
     replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})
     programs = notebook_programs(tmp_path)
-    assert sorted(programs) == ["access_cost", "current_device", "memcpy_device", "peer_free", "pool_access"]
+    assert sorted(programs) == ["access_cost", "current_device", "graph_peer", "memcpy_device", "peer_free", "pool_access"]
     key_of = start()
     h200 = gpu.Machine(**{**H200.to_dict(), "memory_free": H200_FREE})
     for name, args, stdout in canned_runs():
@@ -239,3 +244,5 @@ def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch
     assert "a pool miss mapped for device 1 took 2.0" in text
     assert f"without the event {N} elements were overwritten" in text
     assert "with another device current: cudaErrorInvalidResourceHandle" in text
+    assert "node API with device 1 in accessDescs: all" in text and "capture before it: cudaErrorIllegalAddress" in text
+    assert "one captured before it: cudaErrorIllegalAddress" in text
