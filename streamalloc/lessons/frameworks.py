@@ -104,13 +104,14 @@ class Summary:
 
     def parts(self, floor, size: int) -> list[dict]:
         """What one iteration is made of, at `size`: the loop; the same loop without the allocator (preallocated);
-        the allocator's calls alone; the library's array or tensor calls alone (where measured)."""
+        the allocator's calls alone; the library's array or tensor calls alone (where measured: "-" where not; RMM's
+        program, which keeps its own loop until a machine with RMM records it again, has no calls loop)."""
         def row(setting, res, library):
             part = {loop: med(res, size, loop) if res.records.where(size=size, loop=loop) else None for loop in LOOPS}
             return {"setting": setting, "library": library, "loop µs": part["allocate-use-free"],
                     "preallocated µs": part["preallocated"],
                     "loop − preallocated µs": part["allocate-use-free"] - part["preallocated"],
-                    "allocate + free calls µs": part["calls"],
+                    "allocate + free calls µs": "-" if part["calls"] is None else part["calls"],
                     "through the array/tensor µs": "-" if part["array calls"] is None else part["array calls"]}
         return [row("C++ floor", floor, "none (CUDA runtime)")] + [row(s, r, i["library"]) for s, r, i in self.rows]
 
@@ -120,7 +121,8 @@ def python_overhead(parts: list[dict]) -> dict:
     one synchronize through a binding), and each setting's allocator calls minus C++'s cudaMallocAsync+cudaFreeAsync."""
     floor = parts[0]
     return {"binding": measure.med([p["preallocated µs"] for p in parts[1:]]) - floor["preallocated µs"],
-            "calls": {p["setting"]: p["allocate + free calls µs"] - floor["allocate + free calls µs"] for p in parts[1:]}}
+            "calls": {p["setting"]: p["allocate + free calls µs"] - floor["allocate + free calls µs"] for p in parts[1:]
+                      if p["allocate + free calls µs"] != "-"}}
 
 
 # -- the bare script beside the figures --------------------------------------------------------------------
@@ -141,8 +143,11 @@ def bare_rows(bare_runs: dict, summary: Summary, size: int) -> list[dict]:
     rows = []
     settings = {s: (res, info) for s, res, info in summary.rows}
     for res in bare_runs.values():
-        for r in res.records.where():
-            if "bare" not in r:
+        for r in res.records:
+            if "not_installed" in r:
+                rows.append({"bare.py": r["bare"], "bare.py µs": "not measured: not installed where this ran",
+                             "main figure": "-", "main loop µs": None, "predicted for bare.py µs": None,
+                             "bare ÷ predicted": None, "bare.py measured": plots.short(res.label)})
                 continue
             main_name, through_array = BARE.get(r["bare"], (None, False))
             if main_name is None:
@@ -159,6 +164,11 @@ def bare_rows(bare_runs: dict, summary: Summary, size: int) -> list[dict]:
                             "bare ÷ predicted": bare_us / (loop + extra)})
             rows.append(row)
     return rows
+
+
+def measured(row: dict) -> bool:
+    """Whether bare.py measured this row (its library was installed where it ran)."""
+    return isinstance(row["bare.py µs"], (int, float))
 
 
 def ranks_agree(rows: list[dict]) -> bool:
