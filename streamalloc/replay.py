@@ -13,7 +13,8 @@ new recording but changing the code does:
   brackets: streamalloc/include), transitively, normalized the same way, then the build flags
   (`program_key`);
 - Python (a `.py` program, or a function given to `lesson.measure`): the dump of its syntax tree without
-  docstrings (`python_meaning`); comments are not in the tree.
+  docstrings (`python_meaning`); comments are not in the tree. A program's key also holds each module beside
+  it that it imports, transitively (`imported_modules`), as a CUDA program's holds its headers.
 Each run stores `source_sha` (the hash of that key source) and, for programs, `program_sha` (the hash of
 the program and its headers without flags), which the freshness test compares with the notebooks.
 When the meaning changes, replay says to re-record, never falls back.
@@ -134,11 +135,36 @@ def included_headers(path: Path, include_dirs=(INCLUDE,)) -> list[Path]:
     return found
 
 
+def imported_modules(path: Path) -> list[Path]:
+    """The modules beside a Python program that it imports (`import m`, `from m import x`, `m.py` in its folder),
+    transitively, in the order first met: what a CUDA program's course headers are to it. Other modules do not count."""
+    found: list[Path] = []
+
+    def visit(file: Path):
+        try:
+            tree = ast.parse(file.read_text())
+        except SyntaxError:  # the run reports it; the key is then the text alone
+            return
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            for name in names:
+                m = (file.parent / f"{name.split('.')[0]}.py").resolve()
+                if m.is_file() and m != Path(path).resolve() and m not in found:
+                    found.append(m)
+                    visit(m)
+
+    visit(Path(path))
+    return found
+
+
 def program_meaning(path: str | os.PathLike, include_dirs=(INCLUDE,)) -> str:
-    """What a program means, without flags or arguments: its normalized source and its course headers."""
+    """What a program means, without flags or arguments: its normalized source and its course headers (a Python
+    program: its syntax tree and the modules beside it that it imports)."""
     path = Path(path)
     if path.suffix == ".py":
-        return python_meaning(path.read_text())
+        return "\n".join([python_meaning(path.read_text())]
+                         + [f"#module {m.name}\n{python_meaning(m.read_text())}" for m in imported_modules(path)])
     parts = [cpp_meaning(path.read_text())]
     parts += [f"#file {h.name}\n{cpp_meaning(h.read_text())}" for h in included_headers(path, include_dirs)]
     return "\n".join(parts)

@@ -1,4 +1,4 @@
-"""Notebook 06's cells that read sharing.cu, upload.cu and compare.cu, run on canned JSON lines shaped like the
+"""Notebook 06's cells that read sharing.cu, remap.cu, upload.cu, access.cu and compare.cu, run on canned JSON lines shaped like the
 programs' (the numbers are made up for the test, never recorded): a broken table, plot or check shows before a GPU
 run, and a wrong result must fail its check. The programs themselves only run on a GPU."""
 import json
@@ -51,25 +51,48 @@ def sharing(args, overlap_in_one_stream=False, shared=True):
     return lines
 
 
-def upload(args, trim_keeps=0):
-    block, repeats, later = (int(a) for a in args)
+def upload(args, trim_keeps=0, flag_maps=True, idle=False, other_remaps=True):
+    block, repeats, later, spin = (int(a) for a in args)
     timed = lambda first: {"call_us": [first] + [3.0] * later, "done_us": [first + 20] + [25.0] * later,  # noqa: E731
-                           "gpu_us": [15.0] * (later + 1)}
+                           "gpu_us": [first / 2] + [15.0] * later}
     lines = [{"what": "new_graph", "bytes": block, "reserved_before_launch": 0, "reserved_after": block, **timed(900.0)}]
     for rep in range(repeats):
         for way in ("none", "upload", "other stream"):
-            lines.append({"what": "after_trim", "way": way, "rep": rep, "bytes": block, "reserved_after_trim": trim_keeps,
+            lines.append({"what": "after_trim", "way": way, "rep": rep, "bytes": block, "spin_us": float(spin),
+                          "s_busy_at_launch": not idle, "reserved_after_trim": trim_keeps,
                           "reserved_before_launch": 0 if way == "none" else block, "reserved_after": block,
                           "upload_call_us": 0.0 if way == "none" else 300.0,
-                          **timed({"none": 400.0, "upload": 5.0, "other stream": 350.0}[way])})
+                          **timed({"none": 400.0, "upload": 5.0, "other stream": 350.0 if other_remaps else 6.0}[way])})
+    for flag in ("none", "upload"):
+        lines.append({"what": "instantiate", "flag": flag, "bytes": block, "instantiate_us": 50.0,
+                      "reserved_after_instantiate": block if flag == "upload" and flag_maps else 0, **timed(200.0)})
     return lines
 
 
-def compare(args, restored=True):
+def remap(args, overwrites=False):
+    block, rounds = (int(a) for a in args)
+    return [{"what": "round", "round": r, "bytes": block, "again_call_us": [3.0], "again_done_us": [30.0],
+             "again_gpu_us": [25.0], "held_call_us": [150.0], "held_done_us": [200.0], "held_gpu_us": [120.0],
+             "reserved_after_a": block, "reserved_after_b": block, "reserved_after_relaunch": 2 * block,
+             "b_right": 0 if overwrites else block} for r in range(rounds)]
+
+
+def access(args, free_first=False, unordered=False):
+    block, spin = (int(a) for a in args)
+    lines = [{"what": "forkjoin", "bytes": block, "alloc_nodes": 1, "free_nodes": 1, "kernel_nodes": 2,
+              "free_after_both_counts": not free_first, "right_s1": block, "right_s2": block}]
+    for how in ("events", "event nodes"):
+        lines.append({"what": "outside", "how": how, "bytes": block, "spin_ms": float(spin),
+                      "right_stream": 0 if unordered else block, "right_free_graph": block, "graph_used_after": 0})
+    return lines
+
+
+def compare(args, restored=True, graph_faster=False):
     iterations, k, repeats, *sizes = (int(a) for a in args)
     lines = []
     for n in sizes:
-        for way, host, gpu in (("stream", 4.0, 9.0), ("graph 1", 2.5, 8.0), ("graph K", 0.6, 7.0), ("prealloc", 2.0, 6.0)):
+        for way, host, gpu in (("stream", 4.0, 9.0), ("graph 1", 2.5, 8.0), ("graph K", 0.6, 5.0 if graph_faster else 7.0),
+                               ("prealloc", 2.0, 6.0)):
             lines.append({"what": "compare", "way": way, "bytes": n, "iterations": iterations,
                           "per_graph": k if way == "graph K" else 1 if way == "graph 1" else 0,
                           "host_us": [host + i * 0.1 for i in range(repeats)], "gpu_us": [gpu] * repeats,
@@ -78,7 +101,7 @@ def compare(args, restored=True):
     return lines
 
 
-CANNED = {"sharing": sharing, "upload": upload, "compare": compare}
+CANNED = {"sharing": sharing, "remap": remap, "upload": upload, "access": access, "compare": compare}
 
 
 class CannedLesson:
@@ -86,7 +109,7 @@ class CannedLesson:
     live = False
 
     def __init__(self, **bad):
-        self.bad = bad
+        self.bad, self.figures = bad, {}
         self.machine = sa.gpu.Machine(gpu="TEST GPU", memory_free=80 << 30, memory_total=80 << 30)
 
     def run(self, file, args=(), timeout=120, **_):
@@ -94,22 +117,60 @@ class CannedLesson:
         lines = CANNED[name](args, **self.bad.get(name, {}))
         return sa.lesson.Result(name, args, "\n".join(json.dumps(x) for x in lines) + "\n", "", 0.0, True, self.label)
 
+    def key_figure(self, name, value, unit="", band=(0.5, 2.0)):
+        self.figures[name] = (value, unit, band)
+
 
 def run_cells(program, **bad):
     import matplotlib
     matplotlib.use("Agg")
     ns = {"sa": sa, "lesson": CannedLesson(**bad)}
-    sizes = next(src for src in code_cells() if src.startswith("import numpy") and "BLOCK =" in src)
+    sizes = next(src for src in code_cells() if "BLOCK =" in src and not src.startswith("%%writefile"))
     for src in [sizes, *cells_reading(program + ".cu")]:
         exec(compile(src, f"06 cell reading {program}", "exec"), ns)
     return ns
 
 
+# What each program's cells must say on the canned output (BLOCK is 64 MiB on the canned 80 GiB GPU).
+SAYS = {
+    "sharing": ["on this driver: 2 graphs in one stream held 1 BLOCKs at the peak: they shared physical memory",
+                "first round with a stream each: 2 spin(s) at once; cudaGraphLaunch took 3, 403 µs (in one stream: 3, 3 µs)",
+                "So: they had shared memory and ran at once: the driver remapped (§16.5)."],
+    "remap": ["checked: in all 3 rounds, B's 64 MiB held 0xB0 after A was relaunched",
+              "B's launch added no memory in 3 of 3 rounds", "grew the graph allocator's memory in 3",
+              "cudaGraphLaunch of A took 150 µs with B's allocation live against 3 µs for a plain relaunch"],
+    "upload": ["checked: cudaGraphUpload mapped the memory before the launch, into either stream, as §16.5.1 says, "
+               "and so did cudaGraphInstantiateFlagUpload",
+               "the launch after a trim spent 400 µs in cudaGraphLaunch and 200 µs on the GPU with nothing before it; "
+               "5 and 2 µs after an upload into s; 350 and 175 µs after an upload into s2",
+               "switching streams between upload and launch cost it again"],
+    "access": ["checked: the captured fork and join put the free after both counts",
+               "ordered by events and by event nodes, read every byte after A's 20 ms spin and fill"],
+    "compare": ["at 4 MiB on this GPU: the preallocated buffer (no allocation, stream launches) costs 6.0 µs of GPU time",
+                "the graph 8.0 (1 per launch) and 7.0 (8 per launch)",
+                "the preallocated loop is no lower bound: a graph's GPU time per iteration was below it at no size"],
+}
+
+
 @pytest.mark.parametrize("program", sorted(CANNED))
 def test_the_cells_read_canned_output(program, capsys):
-    run_cells(program)
+    ns = run_cells(program)
     out = capsys.readouterr().out
-    assert out.strip()
+    for words in SAYS[program]:
+        assert words in out, f"{program}: the cells should say {words!r}; they said:\n{out}"
+    if program in ("upload", "compare"):  # the preflight's key figures, with their bands
+        assert ns["lesson"].figures and all(0 < b[0] <= b[1] for _, _, b in ns["lesson"].figures.values())
+
+
+def test_the_cells_say_where_a_graph_beat_the_preallocated_loop(capsys):
+    run_cells("compare", compare={"graph_faster": True})
+    out = capsys.readouterr().out
+    assert "the preallocated loop is no lower bound: a graph's GPU time per iteration was below it at 64 KiB, 256 KiB" in out
+
+
+def test_the_cells_name_what_the_driver_chose(capsys):
+    run_cells("upload", upload={"other_remaps": False})
+    assert "the upload into s2 saved it too: this driver did not remap on the switch" in capsys.readouterr().out
 
 
 def test_sharing_reports_a_remap_as_data(capsys):
@@ -126,6 +187,11 @@ def test_sharing_without_sharing_needs_no_remap(capsys):
 @pytest.mark.parametrize("program, bad, message", [
     ("sharing", {"overlap_in_one_stream": True}, "graphs launched into one stream ran at once"),
     ("upload", {"trim_keeps": 2 * MiB}, "the trim kept memory"),
+    ("upload", {"flag_maps": False}, "cudaGraphInstantiateFlagUpload did not upload"),
+    ("upload", {"idle": True}, "nothing overlapped"),
+    ("remap", {"overwrites": True}, "relaunching A overwrote B's unfreed allocation"),
+    ("access", {"free_first": True}, "the captured free must follow both streams' use"),
+    ("access", {"unordered": True}, "a use ordered after the fill read wrong bytes"),
     ("compare", {"restored": False}, "threshold was not put back"),
 ])
 def test_a_wrong_result_fails_its_check(program, bad, message):

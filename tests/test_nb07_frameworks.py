@@ -37,11 +37,32 @@ def programs():
     return out
 
 
-def test_the_notebook_writes_its_five_programs():
-    assert sorted(programs()) == ["cuda_core_pools.py", "cupy_pools.py", "cupy_race.py", "rmm_pools.py", "torch_alloc.py"]
+def test_the_notebook_writes_its_programs_and_their_helper_module():
+    assert sorted(programs()) == ["alloc_probe.py", "bare.py", "cuda_core_pools.py", "cupy_pools.py", "cupy_race.py",
+                                  "floor.cu", "rmm_pools.py", "torch_alloc.py"]
     for name, src in programs().items():
-        compile(src, name, "exec")
-        assert "usage:" in src and "json.dumps" in src, name
+        if name.endswith(".py"):
+            compile(src, name, "exec")
+        assert "usage:" in src or name == "alloc_probe.py", name
+    helper = programs()["alloc_probe.py"]
+    assert "json.dumps" in helper and "def cost_loops" in helper
+    # one helper module (RMM's program keeps its own copy of the loop until a machine with RMM records it again)
+    for name in ("cupy_pools.py", "torch_alloc.py", "cuda_core_pools.py"):
+        src = programs()[name]
+        assert "from alloc_probe import cost_loops, emit, pool_of, pool_state" in src, name
+        assert "def emit" not in src and "def pool_of" not in src and "def per_iteration" not in src, name
+    assert "alloc_probe" not in programs()["bare.py"] and "streamalloc" not in programs()["bare.py"]  # written apart
+
+
+def test_the_four_programs_recordings_follow_their_helper_module(tmp_path):
+    from streamalloc import replay
+    for name, src in programs().items():
+        if name.endswith(".py"):
+            (tmp_path / name).write_text(src)
+    keys = {n: replay.program_key(tmp_path / n) for n in ("cupy_pools.py", "bare.py")}
+    (tmp_path / "alloc_probe.py").write_text(programs()["alloc_probe.py"].replace("WARMUP = 5", "WARMUP = 6"))
+    assert replay.program_key(tmp_path / "cupy_pools.py") != keys["cupy_pools.py"]  # the helper changed: re-record
+    assert replay.program_key(tmp_path / "bare.py") == keys["bare.py"]  # bare.py imports no helper
 
 
 def _gpu_here():
@@ -52,7 +73,7 @@ def _gpu_here():
         return False
 
 
-ARGS = {"cupy_pools.py": ["MemoryPool", "3", str(MiB)], "cupy_race.py": [str(MiB), "1000"],
+ARGS = {"cupy_pools.py": ["MemoryPool", "3", str(MiB)], "cupy_race.py": [str(MiB), "1000"], "bare.py": ["cupy", str(MiB), "3"],
         "torch_alloc.py": ["native", "3", str(4 * MiB), str(MiB)], "rmm_pools.py": ["own", "3", str(MiB), str(MiB)],
         "cuda_core_pools.py": ["3", str(MiB)]}
 
@@ -63,6 +84,7 @@ def test_programs_fail_cleanly_without_a_gpu(name, tmp_path):
         pytest.skip("a GPU is here: the notebook runs these programs live")
     path = tmp_path / name
     path.write_text(programs()[name])
+    (tmp_path / "alloc_probe.py").write_text(programs()["alloc_probe.py"])  # beside them, as lesson.build has it
     done = subprocess.run([sys.executable, str(path), *ARGS[name]], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path)
     assert done.returncode != 0
@@ -75,28 +97,43 @@ def _state(threshold, reserved=0, used=0):
     return {"threshold": threshold, "reserved": reserved, "used": used}
 
 
-def _loops(sizes, slow=300.0, fast=20.0, **extra):
+def _loops(sizes, slow=300.0, fast=20.0, array=True, **extra):
+    """alloc_probe.cost_loops' lines (floor.cu's, with array=False and no extra fields)."""
     lines = []
     for n in sizes:
         lines.append({"size": n, "loop": "preallocated", "us": [fast + i % 3 for i in range(5)]})
-        lines.append({"size": n, "loop": "allocate-use-free", "us": [slow + i for i in range(5)],
-                      "default_pool": _state(0), **extra})
+        lines.append({"size": n, "loop": "allocate-use-free", "us": [slow + i for i in range(5)], **extra})
+        lines.append({"size": n, "loop": "calls", "us": [5.0 + i for i in range(5)]})
+        if array:
+            lines.append({"size": n, "loop": "array calls", "us": [8.0 + i for i in range(5)]})
     return lines
 
 
-def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reused=True):
+BARE = {"cupy": ["cudaMallocAsync", "CuPy MemoryPool", "CuPy without a pool", "CuPy MemoryAsyncPool"],
+        "torch": ["PyTorch native"], "rmm": ["RMM CudaAsyncMemoryResource"], "cuda.core": ["cuda.core DeviceMemoryResource"]}
+
+
+def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reused=True, bare_factor=1.0,
+           floor_threshold=UINT64_MAX, bare_missing=()):
     """The JSON lines a program of the notebook prints for these arguments (made-up numbers)."""
+    if name == "floor":
+        return [{"what": "pool", "runtime": 13000, "threshold_before": 0, "threshold": floor_threshold,
+                 "from_default_pool": True}] + _loops([int(a) for a in args[1:]], slow=40.0, fast=15.0, array=False)
+    if name == "bare":
+        if args[0] in bare_missing:
+            return [{"bare": args[0], "not_installed": f"No module named '{args[0]}'"}]
+        return [{"bare": b, "us": [bare_factor * 305.0 + i for i in range(5)]} for b in BARE[args[0]]]
     if name == "cupy_pools":
         allocator, sizes = args[0], [int(a) for a in args[2:]]
         after = UINT64_MAX if allocator == "MemoryAsyncPool" else 0
         lines = [{"library": "CuPy 14.2.0", "allocator": allocator, "same_pool": True, "default_pool": DEFAULT,
-                  "came_from": 0 if allocator == "MemoryPool" else DEFAULT, "before": _state(0),
+                  "came_from": 0 if allocator in ("MemoryPool", "none") else DEFAULT, "before": _state(0),
                   "after": _state(after), "limit": after if allocator == "MemoryAsyncPool" else None,
                   "CUPY_GPU_MEMORY_LIMIT": None}]
         if allocator == "MemoryAsyncPool":
             lines.append({"current_demo": True, "created_pool": CREATED, "came_from": CREATED,
                           "created_state": _state(UINT64_MAX, 2 * MiB, MiB), "came_from_after_reset": DEFAULT})
-        return lines + _loops(sizes, cupy_cache=sizes[-1])
+        return lines + _loops(sizes, default_pool=_state(0), cupy_cache=sizes[-1], array=allocator != "cudaMallocAsync")
     if name == "cupy_race":
         n, delay_us = int(args[0]), int(args[1])
         return [{"allocator": a, "a_waits_for_b": w, "warmed_up": True, "same_address": race_reused,
@@ -116,7 +153,7 @@ def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reu
                  "before": {"allocated": 16 * MiB, "reserved": 80 * MiB, "default_pool": _state(0, 82 * MiB)},
                  "after": {"allocated": 16 * MiB, "reserved": 16 * MiB, "default_pool": _state(0, 16 * MiB)}},
                 {"varying": True, "steps": steps, "max_allocated": 80 * MiB, "max_reserved": 100 * MiB},
-                {"memory_stats": True, "keys": 120, "nonzero": stats}] + _loops(sizes, reserved=0)
+                {"memory_stats": True, "keys": 120, "nonzero": stats}] + _loops(sizes, default_pool=_state(0), reserved=0)
     if name == "rmm_pools":
         mode = args[0]
         doc = ("Memory resource that uses cudaMallocAsync/cudaFreeAsync ... initial_pool_size : int | str, optional "
@@ -129,7 +166,7 @@ def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reu
                      "came_from": RMM_POOL, "default_pool": DEFAULT, "own_pool": True,
                      "pool": _state(UINT64_MAX, max(size or 0, 2 * MiB)), "before": _state(0), "after": _state(0),
                      "doc": doc} for size in (initial, None)]
-            return made + _loops(sizes)
+            return made + [x for x in _loops(sizes, default_pool=_state(0), array=False) if x["loop"] != "calls"]
         n = int(args[1])
         separate = mode == "separate"
         return [{"mode": mode, "round": r, "size": n, "rmm_pool_is_default": mode == "shared-default-pool",
@@ -140,7 +177,7 @@ def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reu
         sizes = [int(a) for a in args[1:]]
         return [{"library": "cuda.core 1.2.0", "api": "cuda.core", "same_pool": True, "default_pool": DEFAULT,
                  "came_from": DEFAULT, "before": _state(0), "after": _state(UINT64_MAX), "own_view": UINT64_MAX}] \
-            + _loops(sizes)
+            + _loops(sizes, default_pool=_state(0), array=False)
     raise AssertionError(f"the notebook runs a program the test does not know: {name}")
 
 
@@ -151,15 +188,18 @@ class CannedLesson:
     live = False
 
     def __init__(self, build, **bad):
-        self.build, self.bad, self.requires = build, bad, {}
+        self.build, self.bad, self.requires, self.figures = build, bad, {}, {}
         self.machine = sa.gpu.Machine(gpu="TEST GPU", memory_free=80 << 30, memory_total=80 << 30)
 
     def run(self, file, args=(), timeout=120, requires=()):
         name = Path(file).stem
-        self.requires[name] = tuple(requires)
+        self.requires[name if name != "bare" else f"bare {args[0]}"] = tuple(requires)
         args = [str(a) for a in args]
         lines = canned(name, args, **self.bad)
         return sa.lesson.Result(name, args, "\n".join(json.dumps(x) for x in lines) + "\n", "", 0.0, True, self.label)
+
+    def key_figure(self, name, value, unit="", band=(0.5, 2.0)):
+        self.figures[name] = (value, unit, band)
 
 
 def run_notebook(tmp_path, **bad):
@@ -175,11 +215,37 @@ def run_notebook(tmp_path, **bad):
     return lesson, ns
 
 
-def test_the_cells_read_canned_output(tmp_path):
+def test_the_cells_read_canned_output(tmp_path, capsys):
     lesson, ns = run_notebook(tmp_path)
     assert lesson.requires["torch_alloc"] == ("cupy", "torch") and lesson.requires["rmm_pools"] == ("cupy", "rmm")
     assert lesson.requires["cuda_core_pools"] == ("cupy", "cuda.core")
-    assert len(ns["SUMMARY"]) == 7, [s for s, _, _ in ns["SUMMARY"]]
+    assert lesson.requires["bare torch"] == ("cupy",) and lesson.requires["bare cupy"] == ("cupy",)  # bare.py says what is missing
+    assert [s for s, _, _ in ns["summary"].rows] == [
+        "CuPy MemoryPool (the default)", "CuPy MemoryAsyncPool", "CuPy without a pool", "cudaMallocAsync, no library pool",
+        "PyTorch backend:native", "PyTorch backend:cudaMallocAsync", "RMM CudaAsyncMemoryResource()",
+        "cuda.core DeviceMemoryResource (cuda.core)"]
+    out = capsys.readouterr().out
+    assert "checked: bare.py lies within a factor of 3" in out and "rank those settings in the same order" in out
+    # Python's own overhead, computed from the canned medians: Python's preallocated loop (21) minus C++'s (16)
+    assert "through CuPy's binding cost 5.0 µs more than in C++" in out
+    assert len(lesson.figures) >= 2 and all(0 < b[0] <= b[1] for _, _, b in lesson.figures.values())
+    rows = {r["bare.py"]: r for r in ns["checked"]}
+    assert len(rows) == 7 and rows["CuPy MemoryPool"]["predicted for bare.py µs"] == 302.0 + 10.0 - 7.0
+
+
+def test_a_library_missing_where_bare_ran_is_reported_not_measured(tmp_path, capsys):
+    _, ns = run_notebook(tmp_path, bare_missing=("rmm",))
+    out = capsys.readouterr().out
+    assert "(rmm: not installed where bare.py ran, not measured)" in out
+    row = next(r for r in ns["checked"] if r["bare.py"] == "rmm")
+    assert row["bare.py µs"].startswith("not measured") and row["bare ÷ predicted"] is None
+
+
+def test_the_bare_check_and_the_floor_fail_on_wrong_data(tmp_path):
+    with pytest.raises(AssertionError, match="bare.py and the main figures disagree"):
+        run_notebook(tmp_path, bare_factor=10.0)
+    with pytest.raises(AssertionError, match="the floor runs on the default pool at UINT64_MAX"):
+        run_notebook(tmp_path, floor_threshold=0)
 
 
 @pytest.mark.parametrize("bad, message", [({"race_fixed_overwritten": 5}, "once A waits for B"),

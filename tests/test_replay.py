@@ -179,3 +179,22 @@ def test_the_recorder_writes_whole_files_or_nothing(recordings, monkeypatch):
         replay.save(M, "00_setup", "prog", "src", ["2"], {"stdout": "second"})
     assert path.read_text() == before  # the old file is whole
     assert sorted(p.name for p in path.parent.iterdir()) == ["machine.json", "prog.json"]  # no temporary left
+
+
+def test_a_python_program_is_keyed_on_the_modules_beside_it_that_it_imports(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("import json\nimport helper\nfrom other import g\nprint(helper.f(), g())\n")
+    (tmp_path / "helper.py").write_text("from deeper import h\ndef f():\n    return h()\n")
+    (tmp_path / "deeper.py").write_text("def h():\n    return 1\n")
+    (tmp_path / "other.py").write_text("def g():\n    return 2\n")
+    (tmp_path / "unused.py").write_text("x = 1\n")
+    assert [m.name for m in replay.imported_modules(prog)] == ["helper.py", "deeper.py", "other.py"]
+    before = replay.program_key(prog)
+    (tmp_path / "unused.py").write_text("x = 2\n")  # not imported: the key stays
+    (tmp_path / "helper.py").write_text('"""A docstring."""\nfrom deeper import h  # a comment\ndef f():\n    return h()\n')
+    assert replay.program_key(prog) == before  # a docstring or a comment in a module: stays
+    (tmp_path / "deeper.py").write_text("def h():\n    return 3\n")  # imported, transitively: changes
+    assert replay.program_key(prog) != before
+    alone = tmp_path / "alone.py"
+    alone.write_text("import json\nprint(1)\n")  # imports nothing beside it: the key is the program's as before
+    assert replay.program_meaning(alone) == replay.python_meaning(alone.read_text())
