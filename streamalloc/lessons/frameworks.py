@@ -104,8 +104,7 @@ class Summary:
 
     def parts(self, floor, size: int) -> list[dict]:
         """What one iteration is made of, at `size`: the loop; the same loop without the allocator (preallocated);
-        the allocator's calls alone; the library's array or tensor calls alone (where measured: "-" where not; RMM's
-        program, which keeps its own loop until a machine with RMM records it again, has no calls loop)."""
+        the allocator's calls alone; the library's array or tensor calls alone (where measured: "-" where not)."""
         def row(setting, res, library):
             part = {loop: med(res, size, loop) if res.records.where(size=size, loop=loop) else None for loop in LOOPS}
             return {"setting": setting, "library": library, "loop µs": part["allocate-use-free"],
