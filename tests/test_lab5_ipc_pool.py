@@ -283,7 +283,7 @@ def test_an_event_the_reading_cannot_resolve_is_left_to_the_run(tmp_path, capsys
     edit = lambda cu: regions(cu, {0: through_a_pointer})  # noqa: E731
     assert verdict(Canned(tmp_path, run_lines(), edit)) == ""
     out = capsys.readouterr().out
-    assert "cannot tell from the source: the run decides (the reading cannot follow `*which`)" in out
+    assert "cannot tell from the source: the run decides. The reading cannot follow `*which`" in out
     assert "importer: `s` waits for `ready`" not in out  # never ok for what it cannot see
     said = verdict(Canned(tmp_path, run_lines(read_early=True), edit))
     assert "order: the importer started reading" in said and "nothing waits for `ready`" not in said

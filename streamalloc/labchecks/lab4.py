@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .. import checks, cppsource, measure, sanitizer
 from .common import MiB, SYNCS, show
-from .streams import Order
+from .streams import Order, cannot_tell
 
 TITLE = "Lab 4: capture it"
 FILE = "graph.cu"
@@ -32,7 +32,6 @@ NODES = ("cudaGraphAddMemAllocNode", "cudaGraphAddMemFreeNode")  # the graph bui
 SANITIZER_ARGS = [1 << 16, 3, 3]  # small and short: the sanitizer slows every access down
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 LIFETIME = "Guide §16.3 API Fundamentals: accesses ordered after the allocation node, before the free"
-CANNOT_TELL = "cannot tell from the source: the run decides"
 
 
 def lab4(lesson) -> None:
@@ -192,8 +191,8 @@ def captured(report, code):
         if on:
             report.ok(good + f" (on `{on[0].written}`, captured)")
         elif any(op.stream == "?" or b.stream == "?" for op in ops):
-            report.note(f"{what} is called in the captured region on a stream the reading cannot follow "
-                        f"({', '.join(dict.fromkeys(f'`{op.written}`' for op in ops))}): {CANNOT_TELL}")
+            cannot_tell(report, f"whether {what} is captured", "The reading cannot follow the stream "
+                        f"{', '.join(dict.fromkeys(f'`{op.written}`' for op in ops + [b]))}")
         elif ops:
             report.wrong(f"{what} is called between cudaStreamBeginCapture and cudaStreamEndCapture, but on "
                          f"`{ops[0].written}`, while the capture is on `{b.written}`: work on a stream that is not "
@@ -227,8 +226,8 @@ def built_node_by_node(report, code, ran: bool):
                   f"the graph is built node by node, without {' or '.join(missing)}: it needs an allocation node, "
                   "the kernels and a free node of tmp (TODO 1)")
     if not missing and not ran:
-        report.note(f"whether the free node depends on every node that uses tmp: {CANNOT_TELL} (it reads the "
-                    "graph's edges)")
+        cannot_tell(report, "whether the free node depends on every node that uses tmp", "The run reads the "
+                    "graph's own edges")
 
 
 def launched_in_the_loop(report, code):

@@ -20,6 +20,7 @@ from __future__ import annotations
 from .. import checks, sanitizer
 from .common import size
 from .streams import HOST_WAITS, Order
+from .streams import cannot_tell as say_cannot_tell
 
 TITLE = "Lab 5: one buffer, two processes"
 FILE = "ipc_share.cu"
@@ -29,7 +30,6 @@ ARGS = [16 << 20, 150, 50]
 SANITIZER_ARGS = [1 << 20, 5, 5]  # smaller and shorter: the sanitizer slows every access down
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 SHARE = "Guide §15.11.3 Creating and Sharing Allocations from an Exported Pool"
-CANNOT_TELL = "cannot tell from the source: the run decides"
 
 
 def lab5(lesson) -> None:
@@ -152,7 +152,7 @@ def _unknown(order, ops, start, end) -> list[str]:
 def cannot_tell(report, what: str, unknown) -> bool:
     """Say that the reading cannot tell (the run's results decide); True if it said so."""
     if unknown:
-        report.note(f"{what}: {CANNOT_TELL} (the reading cannot follow {', '.join(unknown)})")
+        say_cannot_tell(report, what, f"The reading cannot follow {', '.join(unknown)}")
     return bool(unknown)
 
 

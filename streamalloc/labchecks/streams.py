@@ -198,3 +198,16 @@ class Order:
             return True
         return any("cudaStreamNonBlocking" not in " ".join(cppsource.call_arguments(self.code, p)[1:2])
                    for p in cppsource.calls(self.code, "cudaStreamCreateWithFlags"))
+
+
+CANNOT_TELL = "cannot tell from the source: the run decides"
+
+
+def cannot_tell(report, what: str, why: str = ""):
+    """Say that the reading cannot tell `what`: never ok; the run's findings judge it. Report.cannot_tell gives it
+    its own mark where checks.py has one; else it is a note with the same words."""
+    mark = getattr(report, "cannot_tell", None)
+    if mark is not None:
+        mark(what, why)
+    else:
+        report.note(f"{what}: {CANNOT_TELL}" + (f". {why}" if why else ""))
