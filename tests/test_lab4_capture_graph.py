@@ -258,6 +258,12 @@ WRONG = {  # name: (regions, run, words)
     "stream-ordered pool trimmed instead": ({3: POOL_TRIM_INSTEAD}, dict(trimmed=32 * MiB),
                                             ["cudaDeviceGraphMemTrim is not called",
                                              "at the end the graph allocator still reserves"]),
+    "trimmed after a synchronization of another stream": (
+        {2: "cudaStream_t other;\nCHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));\n"
+            "CHECK(cudaGraphLaunch(exec, s));  // one more launch, then a wait on the wrong stream\n"
+            "CHECK(cudaStreamSynchronize(other));\nCHECK(cudaDeviceGraphMemTrim(dev));\n"
+            "CHECK(cudaGraphExecDestroy(exec));\nCHECK(cudaGraphDestroy(graph));\nCHECK(cudaDeviceSynchronize());",
+         3: ""}, dict(), ["cudaDeviceGraphMemTrim is called before the graph's launches have completed"]),
     "trimmed while the launches may run": ({1: "CHECK(cudaGraphLaunch(exec, s));\nCHECK(cudaDeviceGraphMemTrim(dev));",
                                             3: ""}, dict(),
                                            ["cudaDeviceGraphMemTrim is called before the graph's launches"]),

@@ -238,13 +238,23 @@ def launched_in_the_loop(report, code):
 
 
 def trimmed_once_the_launches_completed(report, code):
-    """The trim frees only what no executing or scheduled graph uses: after a wait for the launches."""
-    trims, launches = cppsource.calls(code, "cudaDeviceGraphMemTrim"), cppsource.calls(code, "cudaGraphLaunch")
-    if trims and launches:
-        done = min((p for name in SYNCS for p in cppsource.calls(code, name) if p > max(launches)), default=None)
-        report.expect(done is not None and max(trims) > done,
-                      "cudaDeviceGraphMemTrim is called once the graph's launches have completed (after a "
-                      "synchronization that follows them)",
-                      "cudaDeviceGraphMemTrim is called before the graph's launches have completed: it frees only "
-                      "memory that no executing or scheduled graph uses, so trim once the graph's launches have "
-                      "completed, after a synchronization that follows the last cudaGraphLaunch (TODO 4)")
+    """The trim frees only what no executing or scheduled graph uses: after a host wait that covers the launches
+    (cudaDeviceSynchronize, a synchronization of the stream they run in, or of an event recorded after them)."""
+    order = Order(code)
+    trims, launches = cppsource.calls(code, "cudaDeviceGraphMemTrim"), order.find("cudaGraphLaunch")
+    if not trims or not launches:
+        return
+    last = launches[-1]
+    if order.host_waited(last, max(trims)):
+        report.ok("cudaDeviceGraphMemTrim is called once the graph's launches have completed (after a host "
+                  f"synchronization that covers the last launch, on {f'`{last.written}`'})")
+    elif last.stream == "?" or any(o.stream == "?" or o.event == "?" for o in order.ops
+                                   if o.what in SYNCS and last.pos < o.pos < max(trims)):
+        cannot_tell(report, "whether the launches have completed before cudaDeviceGraphMemTrim",
+                    "The reading cannot follow the stream or event of a synchronization; the graph memory at the "
+                    "end judges it")
+    else:
+        report.wrong("cudaDeviceGraphMemTrim is called before the graph's launches have completed: it frees only "
+                     "memory that no executing or scheduled graph uses, so trim once the graph's launches have "
+                     f"completed, after a synchronization that covers the last cudaGraphLaunch (of `{last.written}`: "
+                     "cudaStreamSynchronize of that stream, or cudaDeviceSynchronize) (TODO 4)")

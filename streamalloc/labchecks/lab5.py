@@ -156,6 +156,17 @@ def cannot_tell(report, what: str, unknown) -> bool:
     return bool(unknown)
 
 
+def waits_before(order, event: str, op, start: int = -1):
+    """The waits for `event` after offset `start` (a stream's, or the host's); those that `op` is ordered after; and
+    those, with the waits for an event the reading cannot follow, that it cannot tell about."""
+    waits = order.find("cudaStreamWaitEvent", event=event, start=start) + order.find(
+        "cudaEventSynchronize", event=event, start=start)
+    done = [w for w in waits if order.after(op, w)]
+    unsure = [w for w in waits if order.after(op, w) is None] + [
+        w for w in order.find("cudaStreamWaitEvent") + order.find("cudaEventSynchronize") if w.event == "?"]
+    return waits, done, unsure
+
+
 def ready_recorded_after_the_writes(report, exp, written):
     records = exp.find("cudaEventRecord", event="ready")
     if any(exp.after(r, written) for r in records):
@@ -184,15 +195,12 @@ def read_after_ready(report, imp, read):
                      "(proc::recv<Recorded>): a wait placed before the event's record waits for nothing; wait after "
                      f"that message, before check_values (TODO 2; {SHARE})")
         return
-    waits = [w for w in waits if w.pos > gate]
-    done = [w for w in waits if imp.after(read, w)]
+    waits, done, unsure = waits_before(imp, "ready", read, gate)
     if done:
         how = ("the host waits for `ready`" if done[0].what in HOST_WAITS else
                f"{_written(done[0])} waits for `ready`")
         report.ok(f"importer: {how} before check_values reads p on {_written(read)}")
         return
-    unsure = [w for w in waits if imp.after(read, w) is None] + [
-        w for w in imp.find("cudaStreamWaitEvent") + imp.find("cudaEventSynchronize") if w.event == "?"]
     if cannot_tell(report, "importer: the wait for `ready` before check_values",
                    _unknown(imp, unsure + [read], read.pos, read.pos)):
         return
@@ -264,12 +272,10 @@ def exporter_frees_after_freed(report, exp):
         report.wrong("exporter: cudaFreeAsync(buf, s) is gone: keep the exporter's free of buf as it was given")
         return
     free = frees[0]
-    waits = exp.find("cudaStreamWaitEvent", event="freed") + exp.find("cudaEventSynchronize", event="freed")
-    if any(exp.after(free, w) for w in waits):
+    waits, done, unsure = waits_before(exp, "freed", free)
+    if done:
         report.ok(f"exporter: waits for `freed` before cudaFreeAsync(buf, {free.written})")
         return
-    unsure = [w for w in waits if exp.after(free, w) is None] + [
-        w for w in exp.find("cudaStreamWaitEvent") + exp.find("cudaEventSynchronize") if w.event == "?"]
     if cannot_tell(report, "exporter: the wait for `freed` before its free",
                    _unknown(exp, unsure + [free], free.pos, free.pos)):
         return

@@ -191,6 +191,11 @@ class Order:
             return None
         return False
 
+    def host_waited(self, op: Op, pos: int) -> bool:
+        """Has the host, by offset `pos`, waited for `op` to finish (a synchronization that covers it)?"""
+        k = self.ops.index(op)
+        return any(k in self._waits_for(j) for j, o in enumerate(self.ops) if o.what in HOST_WAITS and o.pos < pos)
+
     def blocking_streams(self) -> bool:
         """Does the code create a stream that synchronizes with the legacy default stream (cudaStreamCreate, or
         flags other than cudaStreamNonBlocking)? Then work on the default stream is ordered in ways not read here."""
