@@ -47,7 +47,7 @@ def test_upload_into_another_stream_then_an_event_is_judged_by_its_timing():
     answer = ("CHECK(cudaGraphUpload(exec, s2));\ncudaEvent_t uploaded;\nCHECK(cudaEventCreate(&uploaded));\n"
               "CHECK(cudaEventRecord(uploaded, s2));\nCHECK(cudaStreamWaitEvent(s, uploaded, 0));")
     check = LAB.check("upload into s2, event wait", lambda cu: regions(cu, [answer]))
-    assert "cudaGraphUpload uploads into `s2`" in check.printed and "the timing decides" in check.printed
+    assert "cudaGraphUpload uploads into `s2`" in check.printed and "The timing decides" in check.printed
     if check.ename:
         assert LIVE and check.ename == "LabIncomplete" and "the first launch is still slow" in check.evalue, check.evalue
     elif LIVE:  # passed, with its note (never "All checks passed" where checks.py has that verdict)
