@@ -147,3 +147,216 @@ def test_a_graph_built_node_by_node_without_its_free_is_rejected():
     edit = lambda cu: regions(cu, {0: NODE_API.replace(  # noqa: E731
         "CHECK(cudaGraphAddMemFreeNode(&free_node, graph, &accumulate_node, 1, tmp));", "")})
     LAB.rejected("node API without the free node", edit, "without cudaGraphAddMemFreeNode")
+
+
+# -- answers judged in process: the check fed the lines graph.cu prints on a GPU (canned), no kernel, no nvcc ----
+import importlib  # noqa: E402
+
+import pytest  # noqa: E402
+from labcheck import CannedLesson, canned_measure, live_only  # noqa: E402
+
+from streamalloc import checks, labchecks, sanitizer  # noqa: E402
+
+LAB4 = importlib.import_module("streamalloc.labchecks.lab4")
+MiB = 1 << 20
+
+
+def node(i, type_, deps, kernel="", allocation=0):
+    return {"what": "graph_node", "id": i, "type": type_, "kernel": kernel, "allocation": allocation, "deps": deps}
+
+
+CHAIN = [node(0, "alloc", []), node(1, "kernel", [0], "produce"), node(2, "kernel", [1], "accumulate"),
+         node(3, "free", [2])]  # the captured solution's graph
+FREE_AFTER_PRODUCE_ONLY = CHAIN[:3] + [node(3, "free", [1])]
+PRODUCE_BEFORE_THE_ALLOCATION = [CHAIN[0], node(1, "kernel", [], "produce"), CHAIN[2], CHAIN[3]]
+
+
+def run_lines(nodes=CHAIN, errors=0, trimmed=0):
+    n, launches, iters = LAB4.N, LAB4.LAUNCHES, LAB4.ITERATIONS
+    mem = lambda phase, r, u: {"what": "graph_mem", "phase": phase, "used": u, "used_high": u,  # noqa: E731
+                               "reserved": r, "reserved_high": r}
+    allocs = sum(x["type"] == "alloc" for x in nodes)
+    reserved = 32 * MiB if allocs else 0
+    return [mem("start", 0, 0),
+            {"what": "timing", "loop": "stream", "device_us": [28.0] * iters, "host_us": [6.0] * iters},
+            {"what": "result", "loop": "stream", "n": n, "times": iters + 10, "errors": 0, "first_bad": -1,
+             "expected": 0, "got": 0},
+            *nodes,
+            {"what": "graph", "captured": bool(nodes), "instantiated": bool(nodes), "nodes": len(nodes),
+             "alloc_nodes": allocs, "free_nodes": sum(x["type"] == "free" for x in nodes),
+             "kernel_nodes": sum(x["type"] == "kernel" for x in nodes)},
+            mem("instantiated", 0, 0),
+            {"what": "timing", "loop": "graph", "device_us": [100.0] + [27.0] * (launches - 1),
+             "host_us": [9.0] * launches},
+            {"what": "result", "loop": "graph", "n": n, "times": launches, "errors": errors,
+             "first_bad": 1 if errors else -1, "expected": 150.0 if errors else 0, "got": 75.0 if errors else 0},
+            mem("launched", reserved, reserved), mem("destroyed", reserved, reserved), mem("trimmed", trimmed, trimmed)]
+
+
+SANITIZED = ("========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n"
+             "=========     at accumulate(const float *, float *, int)+0x90 in graph.cu:25\n"
+             "=========     Address 0x7f0000000000 is out of bounds\n=========\n========= ERROR SUMMARY: 1 error\n")
+
+
+@pytest.fixture()
+def canned_sanitizer(monkeypatch):
+    monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer --tool memcheck graph 65536 3 3", 0))
+
+
+def verdict(tmp_path, edit=None, sanitizer_output=None, **run):
+    from labcheck import CLEAN
+    lesson = CannedLesson(tmp_path, LAB, run_lines(**run), sanitizer_output or CLEAN, edit, name=None)
+    try:
+        labchecks.lab4(lesson)
+    except checks.LabIncomplete as e:
+        return str(e)
+    return ""
+
+
+ON_ANOTHER_STREAM = """\
+cudaStream_t s2;
+CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));  // begun on s2, the work on s
+{
+    float *tmp = nullptr;
+    CHECK(cudaMallocAsync(&tmp, bytes, s));
+    produce<<<blocks, threads, 0, s>>>(tmp, n);
+    CHECK_LAUNCH();
+    accumulate<<<blocks, threads, 0, s>>>(tmp, out, n);
+    CHECK_LAUNCH();
+    CHECK(cudaFreeAsync(tmp, s));
+}
+CHECK(cudaStreamEndCapture(s2, &graph));
+CHECK(cudaGraphInstantiate(&exec, graph, 0));
+"""
+FREE_CAPTURED_ELSEWHERE = AUTO_FREE_NOT_CAPTURED.replace(
+    "CHECK(cudaStreamEndCapture(s, &graph));",
+    "cudaStream_t s2;\nCHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));\n"
+    "CHECK(cudaFreeAsync(tmp, s2));\nCHECK(cudaStreamEndCapture(s, &graph));").replace(
+    "cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch)",
+    "cudaGraphInstantiate(&exec, graph, 0)")
+FREE_NODE_AFTER_PRODUCE = NODE_API.replace("CHECK(cudaGraphAddMemFreeNode(&free_node, graph, &accumulate_node, 1, tmp));",
+                                           "CHECK(cudaGraphAddMemFreeNode(&free_node, graph, &produce_node, 1, tmp));")
+PRODUCE_WITHOUT_DEPENDENCY = NODE_API.replace(
+    "CHECK(cudaGraphAddKernelNode(&produce_node, graph, &alloc_node, 1, &kernel));",
+    "CHECK(cudaGraphAddKernelNode(&produce_node, graph, nullptr, 0, &kernel));")
+
+WRONG = {  # name: (regions, run, words)
+    "capture begun on another stream": ({0: ON_ANOTHER_STREAM}, dict(nodes=[]),
+                                        ["while the capture is on `s2`", "there is no graph"]),
+    "free captured on another stream": ({0: FREE_CAPTURED_ELSEWHERE}, dict(nodes=CHAIN[:3]),
+                                        ["cudaFreeAsync is called between", "on `s2`"]),
+    "allocated before the capture": ({0: ALLOCATED_BEFORE_CAPTURE, 2: FREED_AT_THE_END},
+                                     dict(nodes=[node(0, "kernel", [], "produce", -1),
+                                                 node(1, "kernel", [0], "accumulate", -1)]),
+                                     ["the allocation is not captured", "the free is not captured"]),
+    "free node without all its dependencies": ({0: FREE_NODE_AFTER_PRODUCE}, dict(nodes=FREE_AFTER_PRODUCE_ONLY),
+                                               ["free (node 3) does not depend on accumulate (node 2)"]),
+    "a kernel node not after the allocation": ({0: PRODUCE_WITHOUT_DEPENDENCY},
+                                               dict(nodes=PRODUCE_BEFORE_THE_ALLOCATION),
+                                               ["produce (node 1) and accumulate (node 2) do not depend on alloc (node 0)"]),
+    "stream-ordered pool trimmed instead": ({3: POOL_TRIM_INSTEAD}, dict(trimmed=32 * MiB),
+                                            ["cudaDeviceGraphMemTrim is not called",
+                                             "at the end the graph allocator still reserves"]),
+    "trimmed after a synchronization of another stream": (
+        {2: "cudaStream_t other;\nCHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));\n"
+            "CHECK(cudaGraphLaunch(exec, s));  // one more launch, then a wait on the wrong stream\n"
+            "CHECK(cudaStreamSynchronize(other));\nCHECK(cudaDeviceGraphMemTrim(dev));\n"
+            "CHECK(cudaGraphExecDestroy(exec));\nCHECK(cudaGraphDestroy(graph));\nCHECK(cudaDeviceSynchronize());",
+         3: ""}, dict(), ["cudaDeviceGraphMemTrim is called before the graph's launches have completed"]),
+    "trimmed while the launches may run": ({1: "CHECK(cudaGraphLaunch(exec, s));\nCHECK(cudaDeviceGraphMemTrim(dev));",
+                                            3: ""}, dict(),
+                                           ["cudaDeviceGraphMemTrim is called before the graph's launches"]),
+}
+
+
+@pytest.mark.parametrize("case", WRONG)
+def test_a_wrong_answer_is_rejected_in_process(tmp_path, canned_sanitizer, case):
+    bodies, run, words = WRONG[case]
+    said = verdict(tmp_path, lambda cu: regions(cu, bodies), **run)
+    for w in words:
+        assert w in said, f"{case}: {w!r} not in {said}"
+
+
+def test_the_node_api_never_says_ok_for_edges_it_did_not_read(tmp_path, canned_sanitizer, capsys):
+    """Node by node, the free's dependencies are the run's to judge: with a run, its edges say ok or WRONG; the
+    reading alone says it cannot tell."""
+    verdict(tmp_path, lambda cu: regions(cu, {0: FREE_NODE_AFTER_PRODUCE}), nodes=FREE_AFTER_PRODUCE_ONLY)
+    out = capsys.readouterr().out
+    assert "its dependencies are for the run to show" not in out and "WRONG" in out
+
+
+def test_a_sanitizer_report_fails_the_check(tmp_path, monkeypatch):
+    monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer graph 65536 3 3", 99))
+    said = verdict(tmp_path, sanitizer_output=SANITIZED)
+    assert "compute-sanitizer found 1 error(s), such as an access to tmp after its free node" in said
+
+
+ALIASED = """\
+cudaStream_t cs = s;  // the same stream, another name
+CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+float *tmp = nullptr;
+CHECK(cudaMallocAsync(reinterpret_cast<void **>(&tmp), bytes, cs));
+produce<<<blocks, threads, 0, cs>>>(tmp, n);
+CHECK_LAUNCH();
+accumulate<<<blocks, threads, 0, cs>>>(tmp, out, n);
+CHECK_LAUNCH();
+CHECK(cudaFreeAsync(tmp, cs));
+CHECK(cudaStreamEndCapture(cs, &graph));
+CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+"""
+FORK_JOIN = """\
+cudaStream_t side;
+cudaEvent_t fork, join;
+CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+float *tmp = nullptr;
+CHECK(cudaMallocAsync(&tmp, bytes, s));
+CHECK(cudaEventRecord(fork, s));
+CHECK(cudaStreamWaitEvent(side, fork, 0));  // side joins the capture (Guide §16.3.2)
+produce<<<blocks, threads, 0, side>>>(tmp, n);
+CHECK_LAUNCH();
+CHECK(cudaEventRecord(join, side));
+CHECK(cudaStreamWaitEvent(s, join, 0));
+accumulate<<<blocks, threads, 0, s>>>(tmp, out, n);
+CHECK_LAUNCH();
+CHECK(cudaFreeAsync(tmp, s));
+CHECK(cudaStreamEndCapture(s, &graph));
+CHECK(cudaGraphInstantiate(&exec, graph, 0));
+"""
+FORK_JOIN_NODES = [node(0, "alloc", []), node(1, "other", [0], allocation=-1), node(2, "kernel", [1], "produce"),
+                   node(3, "kernel", [2], "accumulate"), node(4, "free", [3])]
+
+RIGHT = {
+    "captured through another name, thread-local mode": ({0: ALIASED}, CHAIN),
+    "built node by node": ({0: NODE_API}, CHAIN),
+    "fork and join across two streams": ({0: FORK_JOIN}, FORK_JOIN_NODES),
+    "trimmed before the destroy": ({2: "CHECK(cudaDeviceGraphMemTrim(dev));  // the launches are done\n"
+                                        "CHECK(cudaGraphExecDestroy(exec));\nCHECK(cudaGraphDestroy(graph));\n"
+                                        "CHECK(cudaDeviceSynchronize());", 3: ""}, CHAIN),
+}
+
+
+@pytest.mark.parametrize("case", RIGHT)
+def test_a_right_answer_written_differently_passes_in_process(tmp_path, canned_sanitizer, capsys, case):
+    bodies, nodes = RIGHT[case]
+    assert verdict(tmp_path, lambda cu: regions(cu, bodies), nodes=nodes) == ""
+    out = capsys.readouterr().out
+    assert "All checks passed" in out and "note" not in out, out
+    assert "comes after every node that touches the allocation" in out
+
+
+@live_only
+@pytest.mark.parametrize("case", ["free node without all its dependencies", "a kernel node not after the allocation",
+                                  "capture begun on another stream", "free captured on another stream"])
+def test_live_a_wrong_graph_is_rejected_on_its_run(case):
+    bodies, _, words = WRONG[case]  # the first words: the graph's edges (the run), or the reading of the capture
+    LAB.rejected(case, lambda cu: regions(cu, bodies), words[0])
+
+
+@live_only
+@pytest.mark.parametrize("case", RIGHT)
+def test_live_a_right_graph_passes(case):
+    LAB.passes(case, lambda cu: regions(cu, RIGHT[case][0]))

@@ -3,19 +3,24 @@ processes' work on the GPU's clock, the importer's pool at the end), compute-san
 two functions record and wait for the IPC events `ready` and `freed`.
 
 The results decide: the exporter writes its values only after a hand-shake (the importer has imported everything),
-SPIN_MS late, into a zeroed buffer, so a missing `ready` (TODO 1 or 2) reads zeros before the writes and a missing
-`freed` (TODO 3 or 4) frees before the importer's free. The reading of the code says which TODO, and catches what a
-run cannot show (the importer's free, where the driver refuses the imported pool's query).
+SPIN_MS late, into a zeroed buffer, so an importer whose read is not ordered after the writes (TODO 1 or 2: no
+`ready`, or one recorded before the writes or on another stream, or waited for on another stream) reads zeros, and
+the GPU clock shows it read first. The importer keeps the buffer READ_SPIN_MS and reads it again; at once after its
+own free the exporter gives the memory to a next allocation that overwrites it with -1, so an exporter's free not
+ordered after the importer's (TODO 3 or 4) shows in that last read, and on the GPU clock. The margins: the recorded
+solution's importer read 0.2 ms after the writes and the exporter freed 0.15 ms after the importer (the IPC event's
+latency), against 150 and 50 ms. The reading of the code (streams.Order: which stream each call is on, what waits
+for what) says which TODO, and judges what no run can show: an importer's own free not ordered after its read.
 
 The fields ipc_share.cu prints are declared in the comment block at the top of its source, in
 solutions/lab5_ipc_pool.ipynb.
 """
 from __future__ import annotations
 
-import re
-
-from .. import checks, cppsource, sanitizer
+from .. import checks, sanitizer
 from .common import size
+from .streams import HOST_WAITS, Order
+from .streams import cannot_tell as say_cannot_tell
 
 TITLE = "Lab 5: one buffer, two processes"
 FILE = "ipc_share.cu"
@@ -25,9 +30,6 @@ ARGS = [16 << 20, 150, 50]
 SANITIZER_ARGS = [1 << 20, 5, 5]  # smaller and shorter: the sanitizer slows every access down
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 SHARE = "Guide §15.11.3 Creating and Sharing Allocations from an Exported Pool"
-RECORDS = ("cudaEventRecord", "cudaEventRecordWithFlags")  # the event is the first argument
-WAITS = {"cudaStreamWaitEvent": 1, "cudaEventSynchronize": 0}  # where the event stands in each
-FREES = ("cudaFreeAsync", "cudaFree")
 
 
 def lab5(lesson) -> None:
@@ -45,13 +47,15 @@ def lab5(lesson) -> None:
                                          "cudaGetLastError": "cudaErrorInvalidValue"})
     imp, exp = report.read(FILE, "importer"), report.read(FILE, "exporter")  # with the file's own helpers inlined
     if imp and exp:
-        written, read = launch(exp, "write_values"), launch(imp, "check_values")
-        if written is None or read is None:
+        imp, exp = Order(imp), Order(exp)
+        written, reads = exp.launch("write_values"), imp.find("check_values")
+        if written is None or not reads:
             report.wrong("keep the given kernels: write_values in the exporter, check_values in the importer")
         else:
+            refused = res is not None and (res.records.where(process="importer") or [{}])[0].get("used_after") == -1
             ready_recorded_after_the_writes(report, exp, written)
-            read_after_ready(report, imp, read)
-            freed_in_the_importer_first(report, imp, read)
+            read_after_ready(report, imp, reads[0])
+            freed_in_the_importer_first(report, imp, reads[-1], refused)
             exporter_frees_after_freed(report, exp)
     report.finish()
 
@@ -75,8 +79,27 @@ def results(report, res):
                   f"data: the importer read {imp['mismatches']:,} of {imp['checked']:,} values wrong (the first at "
                   f"element {imp['first_bad']}): it read before the exporter's values were there (the buffer holds "
                   "zeros until then; TODO 1 and 2)")
+    last_read(report, imp, exp)
     order(report, imp, exp, res.label)
     importers_pool(report, imp)
+
+
+def last_read(report, imp, exp):
+    """The importer's last read, READ_SPIN_MS after its first: the exporter's next allocation overwrites the memory
+    with -1 at once after the exporter's free, so a free that did not wait for the importer shows here."""
+    if imp["mismatches"]:
+        return  # it read before the values: the first read has said what is wrong
+    reuse = ("" if exp.get("reused", True) else " (here the exporter's next allocation did not get buf's address, "
+             "so this read cannot show an early free: the GPU clock below decides)")
+    over = imp["overwritten"]
+    report.expect(imp["last_mismatches"] == 0,
+                  f"data: the importer's last read, {exp['read_spin_ms']:g} ms later, found all values still "
+                  f"right{reuse}",
+                  f"data: the importer's last read found {imp['last_mismatches']:,} values wrong (the first at element "
+                  f"{imp['last_first_bad']}; {over:,} hold the -1 that the exporter's next allocation writes at once "
+                  "after its free): the exporter freed buf while the importer still used it. The importer must free "
+                  "p after its last read and record `freed` after that free, the exporter wait for `freed` before "
+                  f"its free (TODO 3 and 4; {SHARE})")
 
 
 def order(report, imp, exp, label):
@@ -95,12 +118,11 @@ def order(report, imp, exp, label):
 
 
 def importers_pool(report, imp):
-    """The imported pool's memory in use at the end, where the driver answers the query."""
+    """The imported pool's memory in use at the end, where the driver answers the query. An imported pool may
+    refuse cudaMemPoolGetAttribute (an H100's driver: cudaErrorInvalidValue): then the run shows nothing of the
+    importer's free, and the reading of TODO 3 decides and says so."""
     used = imp.get("used_after", -1)
-    if used < 0:  # an imported pool may refuse cudaMemPoolGetAttribute (an H100's driver: cudaErrorInvalidValue)
-        report.note(f"the importer's pool: this driver refuses cudaMemPoolGetAttribute on an imported pool "
-                    f"({imp.get('used_query', 'an error')}), so the run cannot show whether the importer freed p; "
-                    "the reading of the importer's code decides that (TODO 3, below)")
+    if used < 0:
         return
     report.expect(used == 0, "the importer's pool holds nothing at the end: it freed what it imported",
                   f"the importer's pool still counts {size(used)} in use at the end: the importer never freed p "
@@ -108,80 +130,157 @@ def importers_pool(report, imp):
 
 
 # -- what the code explains ---------------------------------------------------------------------------------------
-def launch(code: str, kernel: str) -> int | None:
-    return next((p for name, p in cppsource.launches(code) if name == kernel), None)
+# Each finding is ok only where the reading shows the order, WRONG where it shows that the order is missing, and a
+# note ("cannot tell from the source: the run decides") where a stream, event or pointer is not a name it can follow.
+def _written(op) -> str:
+    return f"`{op.written}`" if op.written else "the default stream"
 
 
-def uses(code: str, names, value: str, arg=0) -> tuple[list[int], list[tuple[int, str]]]:
-    """Calls of `names` whose argument number `arg` (or names[name]) is `value` or a name given to it; and the
-    calls whose argument the reading cannot resolve (an expression, not a name: `events[0]`, `*ev`)."""
-    wanted = cppsource.aliases(code, value)
-    found, unknown = [], []
-    for name in names:
-        k = names[name] if isinstance(names, dict) else arg
-        for p in cppsource.calls(code, name):
-            args = cppsource.call_arguments(code, p)
-            a = args[k].strip() if len(args) > k else ""
-            if a in wanted:
-                found.append(p)
-            elif a and not re.fullmatch(r"\w+", a):
-                unknown.append((p, a))
-    return sorted(found), sorted(unknown)
+def _unknown(order, ops, start, end) -> list[str]:
+    """The arguments, as written, that the reading cannot follow, of `ops` and of the calls between start and end."""
+    found = []
+    for o in [*ops, *order.unknown_between(start, end)]:
+        if o.stream == "?":
+            found.append(o.written)
+        if o.event == "?":
+            found.append(o.args[1] if o.what == "cudaStreamWaitEvent" else o.args[0])
+        if o.ptr == "?":
+            found.append(o.args[0])
+    return list(dict.fromkeys(f"`{a}`" for a in found if a))
 
 
-def cannot_tell(report, unknown, what: str) -> bool:
+def cannot_tell(report, what: str, unknown) -> bool:
     """Say that the reading cannot tell (the run's results decide); True if it said so."""
     if unknown:
-        args = ", ".join(dict.fromkeys(f"`{a}`" for _, a in unknown))
-        report.note(f"{what}: the check cannot tell from the source which event or buffer {args} is; the run's data "
-                    "and order decide")
+        say_cannot_tell(report, what, f"The reading cannot follow {', '.join(unknown)}")
     return bool(unknown)
 
 
+def waits_before(order, event: str, op, start: int = -1):
+    """The waits for `event` after offset `start` (a stream's, or the host's); those that `op` is ordered after; and
+    those, with the waits for an event the reading cannot follow, that it cannot tell about."""
+    waits = order.find("cudaStreamWaitEvent", event=event, start=start) + order.find(
+        "cudaEventSynchronize", event=event, start=start)
+    done = [w for w in waits if order.after(op, w)]
+    unsure = [w for w in waits if order.after(op, w) is None] + [
+        w for w in order.find("cudaStreamWaitEvent") + order.find("cudaEventSynchronize") if w.event == "?"]
+    return waits, done, unsure
+
+
 def ready_recorded_after_the_writes(report, exp, written):
-    recorded, unknown = uses(exp, RECORDS, "ready")
-    if any(p > written for p in recorded):
-        report.ok("exporter: `ready` is recorded after write_values")
-    elif not cannot_tell(report, [u for u in unknown if u[0] > written], "exporter: `ready` after write_values"):
-        report.wrong("exporter: `ready` is not recorded after write_values, so it marks nothing the importer could "
-                     "wait for (a wait on an event never recorded returns at once): record it on s after the writes "
-                     f"(TODO 1; {SHARE})")
+    records = exp.find("cudaEventRecord", event="ready")
+    if any(exp.after(r, written) for r in records):
+        report.ok(f"exporter: `ready` is recorded on {_written(written)} after write_values")
+        return
+    unsure = [r for r in records if exp.after(r, written) is None] + exp.find("cudaEventRecord", event="?")
+    if cannot_tell(report, "exporter: `ready` after write_values", _unknown(exp, unsure, written.pos, written.pos)):
+        return
+    late = [r for r in records if r.pos > written.pos]
+    if late:
+        why = (f"`ready` is recorded on {_written(late[0])}, but write_values writes on {_written(written)}: a record "
+               "marks the work of its own stream only, so `ready` completes before the values are written")
+    elif records:
+        why = "`ready` is recorded before write_values, so it marks a point before the values are there"
+    else:
+        why = "`ready` is not recorded after write_values, so it marks nothing the importer could wait for (a wait " \
+              "on an event never recorded returns at once)"
+    report.wrong(f"exporter: {why}: record it on {_written(written)} after the writes (TODO 1; {SHARE})")
 
 
 def read_after_ready(report, imp, read):
-    waits, unknown = uses(imp, WAITS, "ready")
-    if any(p < read for p in waits):
-        report.ok("importer: waits for `ready` before check_values reads p")
-    elif not cannot_tell(report, [u for u in unknown if u[0] < read], "importer: the wait before check_values"):
-        report.wrong("importer: nothing waits for `ready` before check_values reads p, so it can read before the "
-                     f"exporter's values are there: cudaStreamWaitEvent(s, ready, 0) before the read (TODO 2; {SHARE})")
-
-
-def freed_in_the_importer_first(report, imp, read):
-    frees, unknown = uses(imp, FREES, "p")
-    frees = [p for p in frees if p > read]
-    if not frees:
-        if not cannot_tell(report, [u for u in unknown if u[0] > read], "importer: the free after check_values"):
-            report.wrong("importer: p is not freed after check_values: the imported allocation must be freed in the "
-                         f"importer, before the exporter frees it (TODO 3; {SHARE})")
+    waits = imp.find("cudaStreamWaitEvent", event="ready") + imp.find("cudaEventSynchronize", event="ready")
+    gate = imp.code.find("recv<Recorded>")  # the exporter's message that `ready` is recorded
+    if gate >= 0 and waits and all(w.pos < gate for w in waits):
+        report.wrong("importer: it waits for `ready` before the exporter says that `ready` is recorded "
+                     "(proc::recv<Recorded>): a wait placed before the event's record waits for nothing; wait after "
+                     f"that message, before check_values (TODO 2; {SHARE})")
         return
-    recorded, unknown = uses(imp, RECORDS, "freed")
-    if any(p > frees[0] for p in recorded):
-        report.ok("importer: frees p after reading it, then records `freed`")
-    elif not cannot_tell(report, [u for u in unknown if u[0] > frees[0]], "importer: `freed` after the free of p"):
-        report.wrong("importer: `freed` is not recorded after the free of p, so the exporter's wait on it does not "
-                     f"wait for that free: record it on s after cudaFreeAsync(p, s) (TODO 3; {SHARE})")
+    waits, done, unsure = waits_before(imp, "ready", read, gate)
+    if done:
+        how = ("the host waits for `ready`" if done[0].what in HOST_WAITS else
+               f"{_written(done[0])} waits for `ready`")
+        report.ok(f"importer: {how} before check_values reads p on {_written(read)}")
+        return
+    if cannot_tell(report, "importer: the wait for `ready` before check_values",
+                   _unknown(imp, unsure + [read], read.pos, read.pos)):
+        return
+    early = [w for w in waits if w.pos < read.pos]
+    if early:
+        why = (f"it waits for `ready` on {_written(early[0])}, but check_values reads on {_written(read)}: a stream's "
+               "wait holds back that stream only, so the read can come before the exporter's values")
+    elif waits:
+        why = "it waits for `ready` only after check_values was enqueued, so the read does not wait"
+    else:
+        why = "nothing waits for `ready` before check_values reads p, so it can read before the exporter's values " \
+              "are there"
+    report.wrong(f"importer: {why}: cudaStreamWaitEvent({read.written}, ready, 0) before the read (TODO 2; {SHARE})")
+
+
+def freed_in_the_importer_first(report, imp, read, refused: bool):
+    """The importer frees p ordered after its last read, then records `freed` ordered after that free."""
+    frees = [f for f in imp.find("cudaFreeAsync") + imp.find("cudaFree") if f.ptr in ("p", "?")]
+    verdict = {id(f): _free_after(imp, f, read) for f in frees}
+    good = [f for f in frees if f.ptr == "p" and verdict[id(f)]]
+    if not good:
+        unsure = [f for f in frees if verdict[id(f)] is None or f.ptr == "?"]
+        if cannot_tell(report, "importer: the free of p after its last read",
+                       _unknown(imp, unsure, read.pos, max([f.pos for f in frees] + [read.pos])) or
+                       [f"`{f.what}({f.args[0] if f.args else ''})`" for f in unsure]):
+            return
+        mine = [f for f in frees if f.ptr == "p"]
+        if not mine:
+            why = "p is not freed after check_values: the imported allocation must be freed in the importer"
+        elif all(f.pos < read.pos for f in mine):
+            why = "p is freed before its last read (check_values): no access may follow the free"
+        else:
+            f = next(f for f in mine if f.pos > read.pos)
+            why = (f"p is freed on {_written(f)}, which does not wait for check_values on {_written(read)}: the free "
+                   "is not ordered after the read, which may then touch memory already freed")
+        report.wrong(f"importer: {why}; free it on {_written(read)} after the read, before the exporter frees it "
+                     f"(TODO 3; {SHARE})")
+        return
+    free = good[0]
+    records = imp.find("cudaEventRecord", event="freed")
+    after_free = [r for r in records if (r.pos > free.pos if free.what == "cudaFree" else imp.after(r, free))]
+    run = " (the run cannot show the importer's free: this driver refuses the imported pool's query)" if refused else ""
+    if after_free:
+        report.ok(f"importer: frees p after its last read ({free.what} on {_written(free) if free.stream else 'the host'}"
+                  f"), then records `freed` after that free{run}")
+        return
+    unsure = [r for r in records if imp.after(r, free) is None] + imp.find("cudaEventRecord", event="?")
+    if cannot_tell(report, "importer: `freed` after the free of p", _unknown(imp, unsure, free.pos, free.pos)):
+        return
+    late = [r for r in records if r.pos > free.pos]
+    why = (f"`freed` is recorded on {_written(late[0])}, but p is freed on {_written(free)}: the record does not "
+           "follow the free" if late else "`freed` is not recorded after the free of p")
+    report.wrong(f"importer: {why}, so the exporter's wait on it does not wait for that free: record it on "
+                 f"{_written(free)} after cudaFreeAsync(p, {free.written}) (TODO 3; {SHARE})")
+
+
+def _free_after(imp, free, read):
+    """Is this free ordered after the read? cudaFree (a host call) is, when the host waited for the read first;
+    otherwise the API says only that cudaFree may synchronize: the reading cannot tell."""
+    if free.pos < read.pos:
+        return False
+    verdict = imp.after(free, read)
+    return None if free.what == "cudaFree" and not verdict else verdict
 
 
 def exporter_frees_after_freed(report, exp):
-    frees = uses(exp, ["cudaFreeAsync"], "buf")[0]
+    frees = exp.find("cudaFreeAsync", ptr="buf")
     if not frees:
         report.wrong("exporter: cudaFreeAsync(buf, s) is gone: keep the exporter's free of buf as it was given")
         return
-    waits, unknown = uses(exp, WAITS, "freed")
-    if any(p < frees[0] for p in waits):
-        report.ok("exporter: waits for `freed` before cudaFreeAsync(buf, s)")
-    elif not cannot_tell(report, [u for u in unknown if u[0] < frees[0]], "exporter: the wait before its free"):
-        report.wrong("exporter: nothing waits for `freed` before cudaFreeAsync(buf, s), so the exporter can free the "
-                     f"buffer while the importer still uses it: cudaStreamWaitEvent(s, freed, 0) first (TODO 4; "
-                     f"{SHARE})")
+    free = frees[0]
+    waits, done, unsure = waits_before(exp, "freed", free)
+    if done:
+        report.ok(f"exporter: waits for `freed` before cudaFreeAsync(buf, {free.written})")
+        return
+    if cannot_tell(report, "exporter: the wait for `freed` before its free",
+                   _unknown(exp, unsure + [free], free.pos, free.pos)):
+        return
+    early = [w for w in waits if w.pos < free.pos]
+    why = (f"it waits for `freed` on {_written(early[0])}, but frees buf on {_written(free)}: the free does not wait"
+           if early else "nothing waits for `freed` before cudaFreeAsync(buf, s)")
+    report.wrong(f"exporter: {why}, so the exporter can free the buffer while the importer still uses it: "
+                 f"cudaStreamWaitEvent({free.written}, freed, 0) first (TODO 4; {SHARE})")

@@ -3,7 +3,9 @@ the first launch's time against the reference's, then how main uploads the graph
 
 Graded on the run: the reading of the code explains what the run shows. Where no run can be had (in replay, code
 other than the recorded solution's) the reading judges what it can tell: no upload at all, or a launch outside
-the timed loop.
+the timed loop. An upload into another stream than the launches is a note (the verdict: passed, with a note): the
+guide advises against it (§16.5.1: "likely resulting in remap operations"), and whether this driver remaps shows
+in the timing, which fails it only where the first launch is measurably slow again.
 
 The fields first_launch.cu prints are declared in the comment block at the top of its source, in
 solutions/lab6_upload_ahead.ipynb.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from .. import checks, cppsource, measure
 from .common import MiB, show
+from .streams import Order, cannot_tell
 
 TITLE = "Lab 6: upload ahead"
 FILE = "first_launch.cu"
@@ -90,18 +93,47 @@ def timing(report, recs, label):
 
 # -- what the code explains ---------------------------------------------------------------------------------------
 def uploaded(report, code, say):
+    """An upload (or an instantiation with cudaGraphInstantiateFlagUpload) of exec before the timed launches, into
+    the stream they launch into, followed through the names given to it."""
     found = [name for name in UPLOAD if cppsource.calls(code, name)]
     if not found:
         say("the graph is not uploaded: cudaGraphUpload(exec, s) is not called before the timed loop, so the first "
             f"launch maps the graph's memory ({FIRST_LAUNCH})")
         return
-    report.ok(f"calls {checks.english(found)}")
-    for p in cppsource.calls(code, "cudaGraphUpload"):
-        stream = (cppsource.call_arguments(code, p) + ["", ""])[1].strip()
-        if stream not in ("s", ""):
-            report.note(f"cudaGraphUpload uploads into `{stream}`, the loop launches into s: the guide says that "
-                        "uploading into one stream and launching into another behaves like switching streams, 'likely "
-                        f"resulting in remap operations' ({FIRST_LAUNCH}); the timing decides")
+    order = Order(code)
+    launches = [op for op in order.find("cudaGraphLaunch") if op.ptr == "exec"]
+    first = launches[0].pos if launches else None
+    uploads = order.find("cudaGraphUpload")
+    if not uploads:  # cudaGraphInstantiateWithParams: the flag and the stream are in its parameters
+        report.ok(f"calls {checks.english(found)}")
+        return
+    late = [u for u in uploads if first is not None and u.pos > first]
+    if late and len(late) == len(uploads):
+        say("cudaGraphUpload is called only after the timed launches have begun: the first launch has mapped the "
+            f"memory already; upload before the loop ({FIRST_LAUNCH})")
+        return
+    up = next(u for u in uploads if u not in late)
+    where = launches[0].stream if launches else "s"
+    if up.ptr not in ("exec", "?"):
+        say(f"cudaGraphUpload uploads `{up.args[0]}`, not exec, the graph the timed loop launches ({FIRST_LAUNCH})")
+    elif "?" in (up.ptr, up.stream, where):
+        report.ok(f"calls {checks.english(found)} before the timed launches")
+        cannot_tell(report, f"which graph and stream cudaGraphUpload({', '.join(up.args)}) uploads",
+                    "The graph memory mapped before the first launch, and the timing, judge it")
+    elif up.stream != where:
+        report.ok(f"calls {checks.english(found)} before the timed launches")
+        report.note(f"cudaGraphUpload uploads into {_stream(up)}, the loop launches into "
+                    f"{_stream(launches[0]) if launches else '`s`'}: the guide says that uploading into one stream and "
+                    "launching into another behaves like switching streams, 'likely resulting in remap operations' "
+                    f"({FIRST_LAUNCH}); upload into the stream you launch into. The timing decides whether this "
+                    "driver remapped")
+    else:
+        report.ok(f"calls {checks.english(found)} into {_stream(up)}, the stream the timed loop launches into, "
+                  "before the loop")
+
+
+def _stream(op) -> str:
+    return "the default stream" if op.written in ("0", "", "nullptr", "NULL") else f"`{op.written}`"
 
 
 def no_launch_outside_the_loop(code, say):
