@@ -129,8 +129,8 @@ def check_settings(env=None) -> dict:
     if record_to and slug(record_to) != record_to:
         problems.append(f"STREAMALLOC_RECORD_TO={record_to!r} must be lower-case letters, digits and '-'")
     recordings = get("STREAMALLOC_RECORDINGS")
-    if recordings and not Path(recordings).is_dir():
-        problems.append(f"STREAMALLOC_RECORDINGS={recordings!r} is not a folder (it names where recordings/ is)")
+    if recordings and Path(recordings).exists() and not Path(recordings).is_dir():
+        problems.append(f"STREAMALLOC_RECORDINGS={recordings!r} is a file, not a folder (it names where recordings are)")
     reference = get("STREAMALLOC_REFERENCE")
     if reference:
         root = Path(recordings) if recordings else ROOT

@@ -179,3 +179,35 @@ def test_the_recorder_writes_whole_files_or_nothing(recordings, monkeypatch):
         replay.save(M, "00_setup", "prog", "src", ["2"], {"stdout": "second"})
     assert path.read_text() == before  # the old file is whole
     assert sorted(p.name for p in path.parent.iterdir()) == ["machine.json", "prog.json"]  # no temporary left
+
+
+def test_a_truncated_recording_in_a_two_gpu_lesson_names_its_file(recordings):
+    """05b looks through every set for a run made on two GPUs: a truncated file there is a BrokenRecording that
+    names the file, not a raw JSONDecodeError."""
+    import types
+
+    from streamalloc import lesson as lesson_mod
+    replay.save(M, "05b_two_gpus", "current_device", "source", ["1"], {"stdout": "", "gpus": 2})
+    path = replay.path_of("nvidia-test-gpu", "05b_two_gpus", "current_device")
+    path.write_text(path.read_text()[:40])
+    fake = types.SimpleNamespace(name="05b_two_gpus", reference_gpu="nvidia-test-gpu", live=False)
+    with pytest.raises(BrokenRecording, match=f"{path}.*not valid JSON"):
+        lesson_mod.Lesson._sets_with(fake, 2)
+
+
+def test_replay_without_nvcc_says_nvcc_is_missing_for_a_program_never_recorded(recordings, monkeypatch):
+    """00's compile-error demo in replay on a machine without nvcc: not MissingRecording ('re-record it on a GPU'),
+    but that nvcc is missing, so the program could not be compiled (a recorded program still replays)."""
+    from streamalloc import gpu, lesson as lesson_mod
+    from streamalloc.errors import NvccNotFound
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.setattr(gpu, "nvcc_path", lambda: None)
+    monkeypatch.setattr(gpu, "probe", lambda device=0: Machine(problem="no GPU here"))
+    lesson = lesson_mod.start("00_setup", quiet=True)
+    (lesson.build / "broken.cu").write_text('#include "course.cuh"\nint main() { return undefined_name; }\n')
+    with pytest.raises(NvccNotFound, match="broken.cu could not be compiled: nvcc, the CUDA compiler, was not found"):
+        lesson.run("broken.cu")
+    (lesson.build / "fine.cu").write_text('#include "course.cuh"\nint main() { return 0; }\n')
+    replay.save(M, "00_setup", "fine", lesson.key_source(lesson.build / "fine.cu"), [], {"stdout": "{\"ok\": 1}\n"})
+    lesson.reference_gpu = replay.reference()
+    assert lesson.run("fine.cu").records.one()["ok"] == 1
