@@ -8,9 +8,9 @@ README's course map, linking the pages), one page per lecture, lab (unsolved, as
 to its solution) and solution. Every page carries a banner naming the reference machine
 (recordings/<gpu>/machine.json); the figures say the same at their foot. The pages load nothing from the
 network: widgets show the image of their default setting, with a note that their controls need a running
-notebook, and no require.js or MathJax is linked. Everything a notebook shows is sanitized (nbconvert's
-sanitizer, bleach: no script, no event handler, no javascript: link) and every value the site writes itself is
-escaped. A cell whose error is intended (tagged raises-exception) is marked as such, without papermill's red
+notebook, and no require.js or MathJax is linked. Everything a notebook shows is sanitized (`clean`: bleach,
+which nbconvert brings, with the tags a lesson's Markdown and tables use: no script, no style, no event handler,
+no javascript: link), and every value the site writes itself is escaped. A cell whose error is intended (tagged raises-exception) is marked as such, without papermill's red
 banner; a notebook the run did not measure (it needs two GPUs) says so in its banner.
 """
 from __future__ import annotations
@@ -47,6 +47,31 @@ STYLE = """<style>
 .site-nav { font-family: system-ui, sans-serif; font-size: 14px; margin: .5em 0; }
 .site-nav a { margin-right: 1.2em; }
 </style>"""
+
+
+# what a page may show of a notebook's Markdown and HTML outputs: the tags Markdown and the course's tables make
+TAGS = ["a", "abbr", "b", "blockquote", "br", "caption", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+        "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "small", "span",
+        "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"]
+ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href", "title"], "img": ["src", "alt", "width", "height"],
+              "td": ["colspan", "rowspan", "align"], "th": ["colspan", "rowspan", "align"]}
+
+
+def _allowed(tag: str, name: str, value: str) -> bool:
+    if tag == "img" and name == "src":  # an image inline (data:image/...) or beside the page; nothing else
+        return value.startswith("data:image/") or not re.match(r"^\s*[a-z][a-z0-9+.-]*:", value, re.I)
+    return name in ATTRIBUTES.get(tag, []) or name in ATTRIBUTES["*"]
+
+
+def clean(markup) -> str:
+    """HTML from a notebook (its Markdown, rendered, and its HTML and Markdown outputs), safe to publish: only TAGS
+    and their harmless attributes stay, links only to http(s), mailto and the page's own anchors; anything else
+    shows as text (bleach)."""
+    import bleach
+
+    markup = markup.decode() if isinstance(markup, bytes) else str(markup)
+    return bleach.clean(markup, tags=TAGS, attributes=_allowed, protocols=["http", "https", "mailto"],
+                        strip_comments=True)
 
 
 class SiteError(Exception):
@@ -189,7 +214,7 @@ def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()
     rows = dict(zip(wanted, check_run(executed, wanted)))
     m = reference_machine()
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"site.html.j2": TEMPLATE})],
-                            template_file="site.html.j2", sanitize_html=True)
+                            template_file="site.html.j2", sanitize_html=True, filters={"clean_html": clean})
     pages = [nb[:-len(".ipynb")] + ".html" for nb in wanted]
     for rel in pages:
         folder, stem = rel[:-len(".html")].split("/")
