@@ -207,7 +207,7 @@ class Lesson:
             raise MissingRecording(f"{self.mode.reason}, and recordings/ holds no recording to replay; "
                                    "record one on a GPU with `make record`")
         r = replay.load(self.reference_gpu, self.name, name, key_source, args)
-        data = json.loads(r["data"]) if "data" in r else None
+        data = replay.run_data(r, replay.path_of(self.reference_gpu, self.name, name)) if "data" in r else None
         return Result(name, args, r.get("stdout", ""), r.get("stderr", ""), r.get("seconds", 0.0), True,
                       label(replay.machine(self.reference_gpu, self.name), False), data)
 

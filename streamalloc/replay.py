@@ -231,6 +231,14 @@ def plain(value):
     return value
 
 
+def run_data(run: dict, path: Path):
+    """What a recorded Python measurement returned (its "data", JSON text), or BrokenRecording naming the file."""
+    try:
+        return json.loads(run["data"])
+    except (TypeError, ValueError) as e:
+        raise BrokenRecording(f"the recording {path}: a run's \"data\" is not valid JSON ({e}); {RERECORD}") from None
+
+
 def machine(gpu_dir: str, lesson: str | None = None) -> Machine:
     """The recorded machine, its values escaped (`plain`); a lesson's own copy holds the free memory its sweeps
     were sized from."""

@@ -211,3 +211,11 @@ def test_replay_without_nvcc_says_nvcc_is_missing_for_a_program_never_recorded(r
     replay.save(M, "00_setup", "fine", lesson.key_source(lesson.build / "fine.cu"), [], {"stdout": "{\"ok\": 1}\n"})
     lesson.reference_gpu = replay.reference()
     assert lesson.run("fine.cu").records.one()["ok"] == 1
+
+
+def test_a_damaged_measurement_in_a_recording_names_its_file(recordings):
+    replay.save(M, "03_pools", "grid", "source", ["1"], {"data": "{\"a\": [1, 2", "seconds": 1.0})
+    run = replay.load("nvidia-test-gpu", "03_pools", "grid", "source", ["1"])
+    path = replay.path_of("nvidia-test-gpu", "03_pools", "grid")
+    with pytest.raises(BrokenRecording, match=f"{path}: a run's \"data\" is not valid JSON"):
+        replay.run_data(run, path)
