@@ -67,7 +67,7 @@ def preflight(paths=(), out: Path = OUT, kernel: str = "python3", progress: bool
     for sub in ("live", "replay", "key_figures", "lab_key_figures", "figures"):
         shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "machine.json").write_text(json.dumps(
+    replay.write_atomically(out / "machine.json", json.dumps(
         {"here": {**here.to_dict(), "sanitizer": sanitizer_version()}, "live": mode.live, "reason": mode.reason,
          "reference": replay.reference(), "started": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
     t0 = time.perf_counter()
@@ -264,8 +264,8 @@ def write_report(out: Path = OUT) -> tuple[bool, str]:
     ctx = dict(line=line, ready=ready, live=live, here=here, ref=ref, ref_name=ref_name, ref_label=ref_label,
                live_rows=live_rows, replay_rows=replay_rows, figures=figures, plots=plots,
                ratio=bool(ratio_png), started=info.get("started", ""), reason=info.get("reason", ""))
-    (out / "report.md").write_text(markdown(ctx))
-    (out / "report.html").write_text(to_html(ctx))
+    replay.write_atomically(out / "report.md", markdown(ctx))  # whole or not at all, as the runner's summary
+    replay.write_atomically(out / "report.html", to_html(ctx))
     return ready, line
 
 
