@@ -267,7 +267,7 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
                 result = NOT_MEASURED
             rows.append({"notebook": str(rel), "mode": mode.name, "result": result,
                          "seconds": round(time.perf_counter() - t0, 1), "error": error, "note": note})
-            said = (": " + error) if error else (f" ({note})" if note else "")
+            said = (": " + error) if error else (" (with something not checked here: the summary says what)" if note else "")
             print(f"    {result} in {rows[-1]['seconds']} s{said}", flush=True)
     finally:
         kernels.close()
