@@ -237,15 +237,17 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
         for i, nb in enumerate(nbs, 1):
             rel = nb.resolve().relative_to(REPO) if nb.resolve().is_relative_to(REPO) else nb.resolve()
             out = output_path(nb, out_dir)
-            _writable(out.parent)
             print(f"[{i}/{len(nbs)}] {rel}", flush=True)
             t0 = time.perf_counter()
             error = note = ""
             try:
+                _writable(out.parent)  # the disk filled up, or the folder became read-only, during the run
                 km = kernels.take(nb, following=nbs[i] if i < len(nbs) else None)
                 papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
                                            progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
                                            km=km, on_cell_executed=kernels.after_cell)
+            except OutputNotWritable as e:
+                error = str(e)
             except papermill.PapermillExecutionError:
                 pass  # papermill also counts the errors that raises-exception cells expect: judged below
             except CellTimeoutError:
