@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from . import gpu, replay, runner
+from .errors import CourseError, check_settings
+
+
+def succeeded(rows) -> bool:
+    """Every notebook passed, or was not measured here (it needs more GPUs): none failed."""
+    return bool(rows) and all(r["result"] in ("passed", runner.NOT_MEASURED) for r in rows)
 
 
 def main(argv=None) -> int:
@@ -31,9 +36,10 @@ def main(argv=None) -> int:
     pre.add_argument("--report-only", action="store_true", help="write the report again from the last run")
     a = p.parse_args(argv)
     try:
+        check_settings()
         return _command(a)
-    except RuntimeError as e:  # STREAMALLOC_MODE=live without a usable GPU: one line, not a traceback
-        print(f"python -m streamalloc {a.command}: {e}", file=sys.stderr)
+    except (RuntimeError, CourseError) as e:  # STREAMALLOC_MODE=live without a usable GPU, a bad STREAMALLOC_*
+        print(f"python -m streamalloc {a.command}: {e}", file=sys.stderr)  # value, no room to write: one line
         return 2
 
 
@@ -51,23 +57,22 @@ def _command(a) -> int:
         except runner.NoNotebooks as e:
             print(f"python -m streamalloc run: {e}", file=sys.stderr)
             return 2
-        return 0 if rows and all(r["result"] == "passed" for r in rows) else 1
+        return 0 if succeeded(rows) else 1
     if a.command == "record":
         mode_machine = gpu.probe()
         mode = gpu.decide(mode_machine)
         if not mode.live:
             print(f"The recorder needs a GPU with memory pools, and {mode.reason}.", file=sys.stderr)
             return 2
-        os.environ["STREAMALLOC_RECORD"] = "1"
         paths = a.paths or [str(runner.REPO / "notebooks"), str(runner.REPO / "solutions")]
         try:
             rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel,
-                              progress=not a.no_progress)
+                              progress=not a.no_progress, extra_env={"STREAMALLOC_RECORD": "1"})
         except runner.NoNotebooks as e:
             print(f"python -m streamalloc record: {e}", file=sys.stderr)
             return 2
         print(f"recordings written under {replay.root() / replay.record_to(mode_machine)}")
-        return 0 if rows and all(r["result"] == "passed" for r in rows) else 1
+        return 0 if succeeded(rows) else 1
     if a.command == "preflight":
         from . import preflight
 

@@ -3,12 +3,16 @@
 Arguments are always a list (never a shell string). Failures raise a CourseError whose message
 names the problem: a compile error with nvcc's file:line, a crash with the program's stderr, a
 hang killed at the timeout, no nvcc with how to get it, a driver older than the toolkit (or no GPU at all)
-in words. nvcc and the programs run in their own process group: a timeout or an interrupt kills everything
-they started, and a failed build leaves no file behind (nvcc's temporaries go to a folder of its own).
+in words; an nvcc that crashes, a full disk or a build folder that cannot be written is a BuildFailed that says
+so (not the program's fault). nvcc and the programs run in their own process group: a timeout or an interrupt
+(SIGINT, and SIGTERM or SIGHUP during a build: `terminate_as_interrupt`) kills everything they started, and a
+failed build leaves no file behind (nvcc's temporaries go to a folder of its own).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import os
 import re
@@ -17,12 +21,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import gpu
-from .errors import CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
+from .errors import BuildFailed, CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
 
 INCLUDE = Path(__file__).parent / "include"  # course.cuh: the CHECK macro every program uses
 BASE_FLAGS = ["-O2", "-std=c++17", "-lineinfo"]
@@ -57,6 +62,60 @@ def arch_flags(compute_capability: str | None, live: bool) -> list[str]:
 _building: set = set()  # the nvcc processes running now (build_all stops them on an interrupt)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is, as SIGINT raises KeyboardInterrupt."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """Inside: SIGTERM and SIGHUP (a closed terminal) do what SIGINT does, raise where the program is (Terminated, a
+    KeyboardInterrupt), so that every cleanup runs (nvcc's process group killed, its temporary folder removed, a
+    runner's kernels stopped); on the way out the signal then does what it did before (by default: ends the
+    process). Only the main thread receives signals: elsewhere, and where a signal was ignored, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_it(signum, frame):
+        raise Terminated(signum)
+
+    before = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        old = signal.getsignal(sig)
+        if old not in (signal.SIG_IGN, None):
+            before[sig] = signal.signal(sig, raise_it)
+    try:
+        yield
+    except Terminated as e:
+        for sig, old in before.items():
+            signal.signal(sig, old)
+        before = {}
+        if e.signum in (signal.SIGTERM, signal.SIGHUP):
+            old = signal.getsignal(e.signum)
+            if old == signal.SIG_DFL:
+                os.kill(os.getpid(), e.signum)  # cleaned up: now end as the signal ends a process
+                time.sleep(1)
+        raise
+    finally:
+        for sig, old in before.items():
+            signal.signal(sig, old)
+
+
+def _cannot_write(folder: Path, e: OSError, source: Path) -> BuildFailed:
+    """A build folder that cannot be written (read-only, full, not ours), in words."""
+    why = ("the disk is full" if e.errno == errno.ENOSPC else "it is read-only" if e.errno == errno.EROFS
+           else "permission denied" if e.errno in (errno.EACCES, errno.EPERM) else e.strerror or str(e))
+    return BuildFailed(f"{source.name} could not be built: nvcc's output cannot be written to {folder} ({why}). "
+                       "This is not an error in the program: free some disk space, or make the folder writable.")
+
+
+_CRASH = re.compile(r"died due to signal|Segmentation fault|core dumped|[Ii]nternal compiler error|Aborted")
+
+
 def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[str] | tuple = (),
           out_dir: str | os.PathLike | None = None, timeout: float = 300) -> Path:
     """Compile one .cu file to an executable; a second call with the same content and flags reuses it."""
@@ -70,18 +129,19 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     text = source.read_text()
     digest = hashlib.sha256("\0".join([text, headers_text(), *cmd_flags]).encode()).hexdigest()[:16]
     out_dir = Path(out_dir) if out_dir else source.parent / "bin"
-    out_dir.mkdir(parents=True, exist_ok=True)
     exe = out_dir / f"{source.stem}-{digest}"
     if exe.is_file():
         return exe
     # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
-    with tempfile.TemporaryDirectory(prefix=f".nvcc-{source.stem}-", dir=out_dir) as work:
-        work = Path(work).resolve()
+    with terminate_as_interrupt(), _build_folder(out_dir, source) as work:
         tmp = work / exe.name
         # nvcc compiles the very text that was hashed (a copy: the source may be rewritten meanwhile), on its bare
         # name, so __FILE__, nvcc's messages and the line information say "x.cu": the program is the same
         # wherever its source was written (see build_all); headers beside the source are still found (-I)
-        (work / source.name).write_text(text)
+        try:
+            (work / source.name).write_text(text)
+        except OSError as e:
+            raise _cannot_write(out_dir, e, source) from None
         cmd = [nvcc, *cmd_flags, f"-I{source.parent.resolve()}", "-o", str(tmp), source.name]
         env = {**os.environ, "TMPDIR": str(work)}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -99,9 +159,39 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
             _building.discard(proc)
         log = (out + err).strip()
         if proc.returncode != 0:
-            raise compile_error(source, log)
+            raise build_error(source, log, proc.returncode, out_dir)
         os.replace(tmp, exe)
     return exe
+
+
+@contextlib.contextmanager
+def _build_folder(out_dir: Path, source: Path):
+    """nvcc's own temporary folder in out_dir (made if missing), removed whatever happens; BuildFailed where it
+    cannot be made."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        work = tempfile.TemporaryDirectory(prefix=f".nvcc-{source.stem}-", dir=out_dir)
+    except OSError as e:
+        raise _cannot_write(out_dir, e, source) from None
+    with work as path:
+        yield Path(path).resolve()
+
+
+def build_error(source: Path, log: str, returncode: int, out_dir: Path) -> CourseError:
+    """Why nvcc failed: the disk, nvcc itself crashing, or (only then) the program, which does not compile."""
+    if "No space left on device" in log or "Disk quota exceeded" in log:
+        return _cannot_write(out_dir, OSError(errno.ENOSPC, "No space left on device"), source)
+    if "Read-only file system" in log:
+        return _cannot_write(out_dir, OSError(errno.EROFS, "Read-only file system"), source)
+    if returncode < 0 or _CRASH.search(log):
+        try:
+            how = f"was killed by signal {signal.Signals(-returncode).name}" if returncode < 0 else "crashed"
+        except ValueError:
+            how = f"was killed by signal {-returncode}"
+        return BuildFailed(f"nvcc {how} while compiling {source.name}: the compiler failed, not the program (nothing "
+                           f"is known to be wrong with it). Run the cell again; if it crashes again, reinstall the CUDA "
+                           f"toolkit.\n\nnvcc said:\n{_tail(log)}")
+    return compile_error(source, log)
 
 
 def build_all(sources, arch=(), out_dir=None, jobs: int | None = None, done=None) -> dict:
@@ -117,21 +207,22 @@ def build_all(sources, arch=(), out_dir=None, jobs: int | None = None, done=None
             return e
 
     pool = ThreadPoolExecutor(max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1)))
-    try:
-        futures = {pool.submit(one, source): source for source in sources}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            if done:
-                done(len(results), len(sources))
-    except BaseException:  # an interrupt: builds not started are dropped, running ones stopped at once
-        for proc in list(_building):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    with terminate_as_interrupt():  # SIGTERM, SIGHUP: as an interrupt
+        try:
+            futures = {pool.submit(one, source): source for source in sources}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                if done:
+                    done(len(results), len(sources))
+        except BaseException:  # an interrupt: builds not started are dropped, running ones stopped at once
+            for proc in list(_building):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     return results
 
 

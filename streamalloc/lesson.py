@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 from . import cuda, gpu, measure, replay
-from .errors import CompileError, MissingRecording, NoGPU, NotYetRecorded, RecordingError
+from .errors import (CompileError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound, RecordingError,
+                     check_settings)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,6 +55,7 @@ class Result:
 class Lesson:
     def __init__(self, name: str, quiet: bool = False):
         self.name = name
+        check_settings()  # a bad STREAMALLOC_* value: one message naming it
         self.here = gpu.probe()
         try:
             self.mode = gpu.decide(self.here)
@@ -168,7 +170,14 @@ class Lesson:
         if gpus > 1 and not (self.live and self.gpus_here >= gpus):
             return self._replayed_with(gpus, name, key_source, args)
         if not self.live:
-            return self._replayed(name, key_source, args)
+            try:
+                return self._replayed(name, key_source, args)
+            except MissingRecording as e:
+                if exe is not None or python:
+                    raise
+                raise NvccNotFound(f"{path.name} could not be compiled: {cuda.nvcc_missing()} In replay the output of "
+                                   f"a program comes from its recording, and {path.name} has none ({e}), so only "
+                                   "nvcc could tell whether it compiles.") from None
         missing = missing_modules(requires) if python else []
         if missing:
             what = f"{path.name} needs {', '.join(missing)}, which this Python cannot import"
@@ -198,7 +207,7 @@ class Lesson:
             raise MissingRecording(f"{self.mode.reason}, and recordings/ holds no recording to replay; "
                                    "record one on a GPU with `make record`")
         r = replay.load(self.reference_gpu, self.name, name, key_source, args)
-        data = json.loads(r["data"]) if "data" in r else None
+        data = replay.run_data(r, replay.path_of(self.reference_gpu, self.name, name)) if "data" in r else None
         return Result(name, args, r.get("stdout", ""), r.get("stderr", ""), r.get("seconds", 0.0), True,
                       label(replay.machine(self.reference_gpu, self.name), False), data)
 
@@ -224,7 +233,7 @@ class Lesson:
             files = [folder / f"{name}.json"] if name else sorted(folder.glob("*.json"))
             for f in files:
                 if f.name != "machine.json" and f.is_file() and any(
-                        r.get("gpus", 1) >= gpus for r in json.loads(f.read_text())["runs"].values()):
+                        r.get("gpus", 1) >= gpus for r in replay.read_runs(f).values()):
                     found.append(s)
                     break
         return found
@@ -236,6 +245,11 @@ class Lesson:
         if self.live and self.gpus_here >= gpus:
             return self.here
         sets = self._sets_with(gpus)
+        if not sets:  # the runner, where it ran this notebook, says "not measured: needs N GPUs"
+            note = os.environ.get("STREAMALLOC_NOT_MEASURED")
+            if note:
+                Path(note).write_text(f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a "
+                                      "recording\n")
         return replay.machine(sets[0], self.name) if sets else None
 
     def _replayed_with(self, gpus: int, name, key_source, args) -> Result:

@@ -20,7 +20,6 @@ import html
 import io
 import json
 import math
-import os
 import shutil
 import time
 from pathlib import Path
@@ -50,21 +49,11 @@ def run_pass(mode: str, out: Path, paths=(), kernel: str = "python3", progress: 
     nbs = runner.notebooks(paths)
     labs = [nb for nb in nbs if nb.resolve().parent.name == "labs"]
     groups = [([nb for nb in nbs if nb not in labs], out / "key_figures"), (labs, out / "lab_key_figures")]
-    before = {k: os.environ.get(k) for k in ("STREAMALLOC_MODE", "STREAMALLOC_KEY_FIGURES")}
     rows = []
-    try:
-        for group, figures in groups:
-            if not group:
-                continue
-            os.environ["STREAMALLOC_MODE"] = mode
+    for group, figures in groups:
+        if group:
             rows += runner.run(group, out_dir=out / mode / "executed", kernel=kernel, progress=progress,
-                               extra_env={"STREAMALLOC_KEY_FIGURES": str(figures)})
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+                               extra_env={"STREAMALLOC_MODE": mode, "STREAMALLOC_KEY_FIGURES": str(figures)})
     with contextlib.redirect_stdout(io.StringIO()):  # one summary of both groups, not printed a third time
         runner.write_summary(rows, out / mode)
     return rows
@@ -78,7 +67,7 @@ def preflight(paths=(), out: Path = OUT, kernel: str = "python3", progress: bool
     for sub in ("live", "replay", "key_figures", "lab_key_figures", "figures"):
         shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "machine.json").write_text(json.dumps(
+    replay.write_atomically(out / "machine.json", json.dumps(
         {"here": {**here.to_dict(), "sanitizer": sanitizer_version()}, "live": mode.live, "reason": mode.reason,
          "reference": replay.reference(), "started": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
     t0 = time.perf_counter()
@@ -173,12 +162,12 @@ def verdict(live: bool, reason: str, live_rows, replay_rows, figures) -> tuple[b
     problems = []
     if not live:
         problems.append(f"there was no live run here ({reason}); the report shows the reference only")
-    failed = [r["notebook"] for r in live_rows or [] if r["result"] != "passed"]
+    failed = [r["notebook"] for r in live_rows or [] if r["result"] == "failed"]
     if live and live_rows is None:
         problems.append("the live run left no summary")
     if failed:
         problems.append(f"{len(failed)} of {len(live_rows)} notebooks failed live ({', '.join(failed)})")
-    ref_failed = [r["notebook"] for r in replay_rows or [] if r["result"] != "passed"]
+    ref_failed = [r["notebook"] for r in replay_rows or [] if r["result"] == "failed"]
     if replay_rows is None:
         problems.append("the reference replay left no summary")
     if ref_failed:
@@ -194,12 +183,16 @@ def verdict(live: bool, reason: str, live_rows, replay_rows, figures) -> tuple[b
             problems.append(f"{len(unpaired)} key figure(s) could not be compared: {', '.join(unpaired)}")
     if problems:
         return False, "not ready: " + "; ".join(problems) + "."
-    n = len(live_rows)
+    passed = [r for r in live_rows if r["result"] == "passed"]
     seconds = sum(r["seconds"] for r in live_rows)
     paired = sum(f["in_band"] is True for f in figures)
     figs = (f"all {paired} key figures within their bands of the reference" if paired
             else "no lesson records key figures, so no figure was compared with the reference")
-    return True, f"ready: all {n} notebooks ran live and passed ({seconds:.0f} s in all); {figs}."
+    ran = (f"all {len(passed)} notebooks ran live and passed" if len(passed) == len(live_rows) else
+           f"{len(passed)} of {len(live_rows)} notebooks ran live and passed")
+    unmeasured = "".join(f"; {runner.NOT_MEASURED}: {r['notebook']} ({r['error'] or 'needs more GPUs'})"
+                         for r in live_rows if r["result"] == runner.NOT_MEASURED)
+    return True, f"ready: {ran} ({seconds:.0f} s in all); {figs}{unmeasured}."
 
 
 def ratio_plot(figures: list[dict], label: str) -> bytes | None:
@@ -271,8 +264,8 @@ def write_report(out: Path = OUT) -> tuple[bool, str]:
     ctx = dict(line=line, ready=ready, live=live, here=here, ref=ref, ref_name=ref_name, ref_label=ref_label,
                live_rows=live_rows, replay_rows=replay_rows, figures=figures, plots=plots,
                ratio=bool(ratio_png), started=info.get("started", ""), reason=info.get("reason", ""))
-    (out / "report.md").write_text(markdown(ctx))
-    (out / "report.html").write_text(to_html(ctx))
+    replay.write_atomically(out / "report.md", markdown(ctx))  # whole or not at all, as the runner's summary
+    replay.write_atomically(out / "report.html", to_html(ctx))
     return ready, line
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import html
 import json
 import os
 import re
@@ -244,11 +245,32 @@ def read_runs(path: Path) -> dict:
     return runs
 
 
+def plain(value):
+    """A value read from a recording, safe in HTML and Markdown: its text with <, > and & escaped (a GPU's,
+    driver's or host's name has none of them; a crafted one shows as text, never as markup)."""
+    if isinstance(value, str):
+        return html.escape(value, quote=False)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def run_data(run: dict, path: Path):
+    """What a recorded Python measurement returned (its "data", JSON text), or BrokenRecording naming the file."""
+    try:
+        return json.loads(run["data"])
+    except (TypeError, ValueError) as e:
+        raise BrokenRecording(f"the recording {path}: a run's \"data\" is not valid JSON ({e}); {RERECORD}") from None
+
+
 def machine(gpu_dir: str, lesson: str | None = None) -> Machine:
-    """The recorded machine; a lesson's own copy holds the free memory its sweeps were sized from."""
+    """The recorded machine, its values escaped (`plain`); a lesson's own copy holds the free memory its sweeps
+    were sized from."""
     own = root() / gpu_dir / (lesson or "") / "machine.json"
     path = own if lesson and own.is_file() else root() / gpu_dir / "machine.json"
-    return Machine.from_dict(read_json(path, "machine description"))
+    return Machine.from_dict(plain(read_json(path, "machine description")))
 
 
 def same_machine_note(m: Machine) -> str:

@@ -2,11 +2,18 @@
 
 Each notebook runs in its own kernel, in its own folder, in the mode decided once here; the executed
 copies go under build/executed/ at the notebook's path in the repository (a notebook from outside it goes
-under build/executed/outside/): the runner never writes over a notebook, nor outside build/. The summary (notebook, mode, passed or failed, seconds, the error)
-is printed and written to build/summary.json and build/summary.md.
+under build/executed/outside/): the runner never writes over a notebook, nor outside build/. The summary (notebook,
+mode, passed, failed or not measured, seconds, the error or why it was not measured, and a note) is printed and
+written, whole or not at all, to build/summary.json and build/summary.md.
+
+A notebook is "not measured" when it needs more GPUs than there are and no recording made on that many exists
+(05b: it reports NotYetRecorded); it did not fail, and it was not verified. SIGTERM and SIGHUP stop a run as
+SIGINT does: the kernels are interrupted (a build in progress stops nvcc's process group and removes its
+temporary folder), shut down, and their socket folder removed. The caller's environment is left as it was.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,15 +22,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import gpu
-from .errors import CourseError
+from . import cuda, gpu
+from .errors import CourseError, check_settings
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("notebooks", "solutions", "labs")
+NOT_MEASURED = "not measured"  # a row's result, beside "passed" and "failed"
 
 
 class NoNotebooks(CourseError):
     """The paths given to the runner name no notebook."""
+
+
+class OutputNotWritable(CourseError):
+    """The runner cannot write its executed copies or its summary (a read-only or full disk): where, and why."""
 
 
 def _kernel_config():
@@ -34,14 +46,27 @@ def _kernel_config():
     return Config({"KernelManager": {"transport": "ipc"}}) if os.name == "posix" else Config()
 
 
+def _in_folder(folder: Path) -> list[Path]:
+    """Every notebook in a folder and the folders below it, except hidden ones (.ipynb_checkpoints) and the
+    course's build/ (executed copies)."""
+    found = []
+    for nb in sorted(folder.rglob("*.ipynb")):
+        parts = nb.relative_to(folder).parts[:-1]
+        if any(p.startswith(".") for p in parts) or nb.resolve().is_relative_to(REPO / "build"):
+            continue
+        found.append(nb)
+    return found
+
+
 def notebooks(paths=()) -> list[Path]:
-    """The notebooks to run: those given (files, or every .ipynb in a folder), else the course's three folders."""
+    """The notebooks to run: those given (files, or every .ipynb in a folder and below it), else the course's three
+    folders."""
     if not paths:
         return [nb for folder in FOLDERS for nb in sorted((REPO / folder).glob("*.ipynb"))]
     found = []
     for p in map(Path, paths):
         if p.is_dir():
-            found += sorted(p.glob("*.ipynb"))
+            found += _in_folder(p)
         elif p.is_file() and p.suffix == ".ipynb":
             found.append(p)
         elif p.exists():
@@ -55,12 +80,15 @@ def notebooks(paths=()) -> list[Path]:
 
 def output_path(nb: Path, out_dir: Path) -> Path:
     """Where the executed copy of a notebook goes: under out_dir, at its path in the repository, or, for a
-    notebook outside the repository, under out_dir/outside/ with its whole path made into one safe name."""
+    notebook outside the repository, under out_dir/outside/ in a folder named after its whole path (made safe,
+    and with a hash of the path itself, so that `a b/` and `a_b/` do not share one)."""
     nb = nb.resolve()
     if nb.is_relative_to(REPO):
         out = out_dir / nb.relative_to(REPO)
     else:
-        out = out_dir / "outside" / re.sub(r"[^A-Za-z0-9._-]+", "_", str(nb.parent).strip("/")) / nb.name
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(nb.parent).strip("/"))[-80:]
+        digest = hashlib.sha256(str(nb.parent).encode()).hexdigest()[:10]
+        out = out_dir / "outside" / f"{safe}-{digest}" / nb.name
     if out.resolve() == nb:
         raise ValueError(f"the executed copy of {nb} would overwrite it")
     return out
@@ -87,8 +115,19 @@ def cell_problem(cell, outputs) -> str | None:
     if not errors:
         return "the cell is tagged raises-exception but raised nothing"
     expected = meta.get("expected_exception")
-    if expected and errors[0].get("ename") != expected:
+    if expected and errors[0].get("ename") != expected and not cell_note(cell, outputs):
         return f"the cell should raise {expected}, but raised {errors[0]['ename']}: {errors[0]['evalue']}"
+    return None
+
+
+def cell_note(cell, outputs) -> str | None:
+    """What an executed cell could not check here: a compile error it expects, where there is no nvcc to compile."""
+    meta = cell.get("metadata", {})
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    if ("raises-exception" in meta.get("tags", []) and meta.get("expected_exception", "CompileError") == "CompileError"
+            and errors and errors[0].get("ename") == "NvccNotFound"):
+        first = str(errors[0].get("evalue", "")).split(":")[0]
+        return f"not compiled, no nvcc here ({first})"
     return None
 
 
@@ -108,76 +147,132 @@ def _where(number: int, total: int, cell) -> str:
 
 def notebook_problem(path: Path) -> str:
     """The first problem in an executed notebook, or '', naming the cell as the source notebook numbers it."""
+    return notebook_findings(path)[0]
+
+
+def notebook_findings(path: Path) -> tuple[str, str]:
+    """(the first problem, or ''; what the notebook could not check here, or ''), cells named as in the source."""
     import nbformat
 
     cells = source_cells(nbformat.read(str(path), as_version=4))
+    notes = []
     for n, cell in cells:
         if cell.cell_type == "code" and cell.get("execution_count") is not None:
             problem = cell_problem(cell, cell.get("outputs", []))
             if problem:
-                return f"{_where(n, len(cells), cell)}: {problem}"[:400]
-    return ""
+                return f"{_where(n, len(cells), cell)}: {problem}"[:400], ""
+            note = cell_note(cell, cell.get("outputs", []))
+            if note:
+                notes.append(f"{_where(n, len(cells), cell)}: {note}")
+    return "", "; ".join(notes)[:400]
+
+
+def running_cell(path: Path) -> str:
+    """The cell that was running when a notebook stopped (numbered as in the source notebook), or 'a cell'."""
+    import nbformat
+
+    if path.is_file():
+        try:
+            cells = source_cells(nbformat.read(str(path), as_version=4))
+        except Exception:  # a copy papermill could not finish writing
+            return "a cell"
+        started = [(n, c) for n, c in cells if c.cell_type == "code" and (
+            c.get("metadata", {}).get("execution") or c.get("metadata", {}).get("papermill", {}).get("status") == "running")]
+        if started:
+            n, cell = started[-1]
+            return _where(n, len(cells), cell)
+    return "a cell"
 
 
 def timeout_problem(path: Path, limit: float) -> str:
     """A timeout in words: which cell (numbered as in the source notebook) ran past which limit."""
-    import nbformat
-
-    where = "a cell"
-    if path.is_file():
-        cells = source_cells(nbformat.read(str(path), as_version=4))
-        started = [(n, c) for n, c in cells if c.cell_type == "code" and c.get("metadata", {}).get("execution")]
-        if started:
-            n, cell = started[-1]
-            where = _where(n, len(cells), cell)
-    return (f"timed out: {where} ran longer than the {limit:g} s limit for one cell and was stopped "
+    return (f"timed out: {running_cell(path)} ran longer than the {limit:g} s limit for one cell and was stopped "
             "(STREAMALLOC_CELL_TIMEOUT sets the limit)")
+
+
+def died_problem(path: Path) -> str:
+    return (f"the kernel died in {running_cell(path)}: its Python process ended (a crash, the machine's memory "
+            "running out, or an exit called in the cell)")
+
+
+def _writable(folder: Path) -> None:
+    """OutputNotWritable unless the runner can write into folder (made if missing)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise OutputNotWritable(f"the runner cannot write to {folder}: {e.strerror or e} (a read-only folder, or a "
+                                "full disk?); nothing was run") from None
 
 
 def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress: bool = True,
         extra_env: dict | None = None, cell_timeout: int | None = None) -> list[dict]:
-    """Execute notebooks; the executed copies go under out_dir (build/executed/), never over a notebook."""
-    import papermill
-    from nbclient.exceptions import CellTimeoutError
+    """Execute notebooks; the executed copies go under out_dir (build/executed/), never over a notebook.
 
+    The kernels get this process's environment with extra_env and the mode decided here (extra_env's
+    STREAMALLOC_MODE decides it, where it names one); this process's own environment does not change."""
+    env = {**os.environ, **(extra_env or {})}
+    settings = check_settings(env)  # BadSetting, one message for every bad STREAMALLOC_* value
     nbs = notebooks(paths)  # NoNotebooks before anything starts
     out_dir = Path(out_dir or REPO / "build" / "executed")
-    cell_timeout = cell_timeout or int(os.environ.get("STREAMALLOC_CELL_TIMEOUT", 900))  # a hung cell fails
-    mode = gpu.decide(gpu.probe())
-    os.environ["STREAMALLOC_MODE"] = mode.name  # the kernels inherit the decision
-    os.environ.update(extra_env or {})
+    _writable(out_dir)
+    cell_timeout = cell_timeout or settings["STREAMALLOC_CELL_TIMEOUT"]  # a hung cell fails
+    mode = gpu.decide(gpu.probe(), forced=env.get("STREAMALLOC_MODE", ""))
+    env["STREAMALLOC_MODE"] = mode.name  # the kernels get the decision
     print(f"Running the course in {mode.name.upper()} mode: {mode.reason}.", flush=True)
+    with cuda.terminate_as_interrupt():  # SIGTERM, SIGHUP: the same clean stop as SIGINT
+        rows = _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode)
+    write_summary(rows, out_dir.parent)
+    return rows
+
+
+def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
+    import papermill
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
     rows = []
-    kernels = Kernels(kernel)
+    kernels = Kernels(kernel, env)
     try:
         for i, nb in enumerate(nbs, 1):
             rel = nb.resolve().relative_to(REPO) if nb.resolve().is_relative_to(REPO) else nb.resolve()
             out = output_path(nb, out_dir)
-            out.parent.mkdir(parents=True, exist_ok=True)
             print(f"[{i}/{len(nbs)}] {rel}", flush=True)
             t0 = time.perf_counter()
-            error = ""
+            error = note = ""
             try:
+                _writable(out.parent)  # the disk filled up, or the folder became read-only, during the run
                 km = kernels.take(nb, following=nbs[i] if i < len(nbs) else None)
                 papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
                                            progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
                                            km=km, on_cell_executed=kernels.after_cell)
+            except OutputNotWritable as e:
+                error = str(e)
             except papermill.PapermillExecutionError:
                 pass  # papermill also counts the errors that raises-exception cells expect: judged below
             except CellTimeoutError:
                 error = timeout_problem(out, cell_timeout)
-            except Exception as e:  # the kernel died, or the notebook could not be read or written
+            except DeadKernelError:
+                error = died_problem(out)
+            except Exception as e:  # the notebook could not be read or written
                 error = _first_error(e)
-            finally:
-                kernels.done()
+            except BaseException:  # an interrupt (SIGINT, SIGTERM, SIGHUP): the kernel is interrupted, then stopped
+                kernels.done(interrupt=True)
+                raise
+            not_measured = kernels.done()
             if not error and out.is_file():
-                error = notebook_problem(out)
-            rows.append({"notebook": str(rel), "mode": mode.name, "result": "failed" if error else "passed",
-                         "seconds": round(time.perf_counter() - t0, 1), "error": error})
-            print(f"    {rows[-1]['result']} in {rows[-1]['seconds']} s{(': ' + error) if error else ''}", flush=True)
+                error, note = notebook_findings(out)
+            result = "failed" if error else "passed"
+            if not_measured and (not error or ": NotYetRecorded: " in error):
+                result, error = NOT_MEASURED, not_measured
+            elif ": NotYetRecorded: " in error:
+                result = NOT_MEASURED
+            rows.append({"notebook": str(rel), "mode": mode.name, "result": result,
+                         "seconds": round(time.perf_counter() - t0, 1), "error": error, "note": note})
+            said = (": " + error) if error else (" (with something not checked here: the summary says what)" if note else "")
+            print(f"    {result} in {rows[-1]['seconds']} s{said}", flush=True)
     finally:
         kernels.close()
-    write_summary(rows, out_dir.parent)
     return rows
 
 
@@ -189,8 +284,9 @@ class Kernels:
     temporary folder of the runner's; after its notebook its clients are closed and it is shut down, and any
     left when the runner stops (an error, an interrupt) are shut down too."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, env: dict | None = None):
         self.name = name
+        self.env = {k: v for k, v in (os.environ if env is None else env).items() if k != "MPLBACKEND"}
         self.ahead: dict[Path, object] = {}
         self.current = None
         self.following = None
@@ -212,9 +308,11 @@ class Kernels:
             config.KernelManager.ip = str(self.sockets / f"kernel-{self.started}")
         km = Manager(kernel_name=self.name, config=config,
                      connection_file=str(self.sockets / f"kernel-{self.started}.json"))
+        # a lesson that cannot measure here (it needs more GPUs) says so in this file (lesson.machine_with)
+        km.not_measured = self.sockets / f"kernel-{self.started}.not-measured"
         # as nbclient starts it: IPython's history in memory, not in the learner's profile; without a headless
-        # shell's MPLBACKEND=Agg, which would keep every figure out of the executed notebook
-        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+        # shell's MPLBACKEND=Agg (left out of self.env), which would keep every figure out of the executed notebook
+        env = {**self.env, "STREAMALLOC_NOT_MEASURED": str(km.not_measured)}
         run_sync(km.start_kernel)(cwd=str(nb.parent), env=env, extra_arguments=["--HistoryManager.hist_file=:memory:"])
         return km
 
@@ -242,9 +340,17 @@ class Kernels:
         except Exception:  # its own turn reports it
             pass
 
-    def _stop(self, km) -> None:
+    def _stop(self, km, interrupt: bool = False) -> None:
+        """Close its clients, shut it down; interrupted first (a stopped run), so that a build in progress stops
+        its nvcc and removes its temporary folder, as the kernel does on SIGINT, before it shuts down."""
         from nbclient.util import run_sync  # the one nbclient itself uses (nbclient 0.10 has its own)
 
+        if interrupt:
+            try:
+                run_sync(km.interrupt_kernel)()
+                self._wait_idle(km, 10)
+            except Exception:
+                pass
         for kc in getattr(km, "clients", []):
             try:
                 kc.stop_channels()
@@ -255,13 +361,33 @@ class Kernels:
         except Exception:  # already gone (it crashed, or was interrupted)
             pass
 
-    def done(self) -> None:
-        if self.current is not None:
-            self._stop(self.current)
-            self.current = None
+    @staticmethod
+    def _wait_idle(km, timeout: float) -> None:
+        """Wait until the kernel answers a kernel_info request (it does once its interrupted cell has ended)."""
+        from nbclient.util import run_sync
 
-    def close(self) -> None:
-        self.done()
+        kc = km.client()
+        try:
+            kc.start_channels()
+            kc.kernel_info()
+            run_sync(kc.get_shell_msg)(timeout=timeout)
+        except Exception:  # no answer in time: the shutdown that follows kills it
+            pass
+
+    def done(self, interrupt: bool = False) -> str:
+        """Stop the current notebook's kernel; return why its lesson was not measured ('' when it was)."""
+        said = ""
+        if self.current is not None:
+            km, self.current = self.current, None
+            self._stop(km, interrupt)
+            try:
+                said = km.not_measured.read_text().strip()
+            except OSError:
+                pass
+        return said
+
+    def close(self, interrupt: bool = False) -> None:
+        self.done(interrupt)
         for km in self.ahead.values():
             self._stop(km)
         self.ahead.clear()
@@ -274,14 +400,33 @@ def md_cell(value) -> str:
     return "<br>".join(line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
 
+def counts(rows: list[dict]) -> str:
+    """'20 passed, 0 failed, 1 not measured (notebooks/05b_two_gpus.ipynb: needs 2 GPUs ...)'."""
+    passed = sum(r["result"] == "passed" for r in rows)
+    unmeasured = [r for r in rows if r["result"] == NOT_MEASURED]
+    line = f"{passed} passed, {len(rows) - passed - len(unmeasured)} failed"
+    if unmeasured:
+        line += f", {len(unmeasured)} {NOT_MEASURED} (" + "; ".join(
+            f"{r['notebook']}: {r['error'] or 'needs more GPUs'}" for r in unmeasured) + ")"
+    return line
+
+
 def write_summary(rows: list[dict], where: Path) -> str:
-    where.mkdir(parents=True, exist_ok=True)
-    (where / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
+    """Print the summary and write summary.json and summary.md, each whole or not at all."""
+    from .replay import write_atomically
+
     head = "| notebook | mode | result | seconds | error |\n|---|---|---|---|---|\n"
     md = head + "".join("| " + " | ".join(md_cell(r[k]) for k in ("notebook", "mode", "result", "seconds", "error"))
                         + " |\n" for r in rows)
-    passed = sum(r["result"] == "passed" for r in rows)
-    md += f"\n{passed} passed, {len(rows) - passed} failed\n"
-    (where / "summary.md").write_text(md)
+    md += f"\n{counts(rows)}\n"
+    notes = [f"- {r['notebook']}: {r['note']}" for r in rows if r.get("note")]
+    if notes:
+        md += "\nNot checked here (the run passed without it):\n" + "\n".join(notes) + "\n"
     print("\n" + md, flush=True)
+    try:
+        write_atomically(where / "summary.json", json.dumps(rows, indent=1) + "\n")
+        write_atomically(where / "summary.md", md)
+    except OSError as e:
+        raise OutputNotWritable(f"the runner cannot write its summary to {where}: {e.strerror or e} (a read-only "
+                                "folder, or a full disk?); the summary above is all there is") from None
     return md

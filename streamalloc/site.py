@@ -7,7 +7,11 @@ failed run: every page here is a replay of the reference recording) and writes b
 README's course map, linking the pages), one page per lecture, lab (unsolved, as a learner gets it, linked
 to its solution) and solution. Every page carries a banner naming the reference machine
 (recordings/<gpu>/machine.json); the figures say the same at their foot. The pages load nothing from the
-network: widgets show the image of their default setting, and no require.js or MathJax is linked.
+network: widgets show the image of their default setting, with a note that their controls need a running
+notebook, and no require.js or MathJax is linked. Everything a notebook shows is sanitized (`clean`: bleach,
+which nbconvert brings, with the tags a lesson's Markdown and tables use: no script, no style, no event handler,
+no javascript: link), and every value the site writes itself is escaped. A cell whose error is intended (tagged raises-exception) is marked as such, without papermill's red
+banner; a notebook the run did not measure (it needs two GPUs) says so in its banner.
 """
 from __future__ import annotations
 
@@ -24,6 +28,9 @@ REPO = runner.REPO
 EXECUTED = REPO / "build" / "executed"
 OUT = REPO / "build" / "site"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+SHOWN = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}  # all else is dropped
+WIDGET_NOTE = ("*In a running notebook (Jupyter or Colab) the controls of this explorer appear here and redraw the "
+               "plot; this read-ahead copy cannot run it, and shows the plot of their default setting above.*")
 
 TEMPLATE = """\
 {%- extends 'index.html.j2' -%}
@@ -40,6 +47,31 @@ STYLE = """<style>
 .site-nav { font-family: system-ui, sans-serif; font-size: 14px; margin: .5em 0; }
 .site-nav a { margin-right: 1.2em; }
 </style>"""
+
+
+# what a page may show of a notebook's Markdown and HTML outputs: the tags Markdown and the course's tables make
+TAGS = ["a", "abbr", "b", "blockquote", "br", "caption", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+        "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "small", "span",
+        "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"]
+ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href", "title"], "img": ["src", "alt", "width", "height"],
+              "td": ["colspan", "rowspan", "align"], "th": ["colspan", "rowspan", "align"]}
+
+
+def _allowed(tag: str, name: str, value: str) -> bool:
+    if tag == "img" and name == "src":  # an image inline (data:image/...) or beside the page; nothing else
+        return value.startswith("data:image/") or not re.match(r"^\s*[a-z][a-z0-9+.-]*:", value, re.I)
+    return name in ATTRIBUTES.get(tag, []) or name in ATTRIBUTES["*"]
+
+
+def clean(markup) -> str:
+    """HTML from a notebook (its Markdown, rendered, and its HTML and Markdown outputs), safe to publish: only TAGS
+    and their harmless attributes stay, links only to http(s), mailto and the page's own anchors; anything else
+    shows as text (bleach)."""
+    import bleach
+
+    markup = markup.decode() if isinstance(markup, bytes) else str(markup)
+    return bleach.clean(markup, tags=TAGS, attributes=_allowed, protocols=["http", "https", "mailto"],
+                        strip_comments=True)
 
 
 class SiteError(Exception):
@@ -71,10 +103,14 @@ def check_run(executed: Path, wanted: list[str]) -> list[dict]:
     if not summary.is_file():
         raise SiteError(f"{summary} is missing: run the course in replay first "
                         "(STREAMALLOC_MODE=replay python -m streamalloc run, or `make site`)")
-    rows = {r["notebook"]: r for r in json.loads(summary.read_text())}
+    try:
+        rows = {r["notebook"]: r for r in json.loads(summary.read_text())}
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise SiteError(f"{summary} cannot be read ({e}): run the course in replay again (`make site`)") from None
     missing = [nb for nb in wanted if nb not in rows or not (executed / nb).is_file()]
     live = [nb for nb in wanted if nb in rows and rows[nb]["mode"] != "replay"]
-    failed = [f"{nb} ({rows[nb]['error']})" for nb in wanted if nb in rows and rows[nb]["result"] != "passed"]
+    failed = [f"{nb} ({rows[nb]['error']})" for nb in wanted
+              if nb in rows and rows[nb]["result"] not in ("passed", runner.NOT_MEASURED)]
     problems = ([f"not run: {', '.join(missing)}"] if missing else []) + (
         [f"run live, not in replay: {', '.join(live)}"] if live else []) + ([f"failed: {'; '.join(failed)}"] if failed else [])
     if problems:
@@ -84,12 +120,39 @@ def check_run(executed: Path, wanted: list[str]) -> list[dict]:
 
 
 def static(nb):
-    """The notebook without live widgets: their views go (the image of the default setting beside each stays)."""
+    """The notebook as a page shows it: without live widgets (their views go, the image of the default setting
+    beside each stays, and a note says that the controls need a running notebook), without papermill's error
+    banners, each intended error marked as intended, and only outputs of the types in SHOWN."""
+    import nbformat
+
     nb.metadata.pop("widgets", None)
+    cells = []
     for cell in nb.cells:
-        for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            o.get("data", {}).pop(WIDGET_VIEW, None)
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "papermill-error-cell-tag" in tags:
+            continue  # the run passed (check_run), so every error left is one that a cell is meant to raise
+        outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
+        widget = False
+        for o in outputs:
+            data = o.get("data", {})
+            widget = widget or WIDGET_VIEW in data
+            for mime in [m for m in data if m not in SHOWN]:
+                del data[mime]
+        error = next((o for o in outputs if o.get("output_type") == "error"), None)
+        if error is not None and "raises-exception" in tags:
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"**The error below is intended**: this cell is meant to raise `{error.get('ename', 'an error')}` "
+                "(it is tagged `raises-exception`), and the run checked that it does."))
+        cells.append(cell)
+        if widget:
+            cells.append(nbformat.v4.new_markdown_cell(WIDGET_NOTE))
+    nb.cells = cells
     return nb
+
+
+def strip_comments(markdown: str) -> str:
+    """Markdown without its HTML comments (the course map's markers), which the page would show as text."""
+    return re.sub(r"<!--.*?-->[ \t]*\n?", "", markdown, flags=re.S)
 
 
 def index_map(readme: str, published: list[str]) -> str:
@@ -110,7 +173,7 @@ def intro(readme: str) -> str:
     return readme.split("\n## ", 1)[0]
 
 
-def page_header(rel: str, m: dict, pages: list[str]) -> str:
+def page_header(rel: str, m: dict, pages: list[str], row: dict | None = None) -> str:
     depth = "../" * rel.count("/")
     nav = [f'<a href="{depth}index.html">course map</a>']
     folder, name = rel.split("/")
@@ -122,15 +185,18 @@ def page_header(rel: str, m: dict, pages: list[str]) -> str:
     if i + 1 < len(same):
         nav.append(f'<a href="{depth}{same[i + 1]}">next</a>')
     note = ""
+    if row and row.get("result") == runner.NOT_MEASURED:
+        note += (f" <b>Not measured</b>: {html.escape(str(row.get('error') or 'needs two GPUs'))}. Nothing on this "
+                 "page was measured; its programs are shown, not run.")
     if folder == "labs":
         if f"solutions/{stem}.html" in pages:
             nav.append(f'<a href="../solutions/{stem}.html" id="solution-link">the solution</a>')
-        note = (" This lab is shown <b>unsolved</b>, as a learner gets it: its check says what is still missing. "
+        note += (" This lab is shown <b>unsolved</b>, as a learner gets it: its check says what is still missing. "
                 "Its solution is a link above.")
     elif folder == "solutions":
         if f"labs/{stem}.html" in pages:
             nav.append(f'<a href="../labs/{stem}.html">the lab, unsolved</a>')
-        note = " This is a lab's <b>solution</b>."
+        note += " This is a lab's <b>solution</b>."
     return (f'{STYLE}<nav class="site-nav">{" ".join(nav)}</nav>'
             f'<div class="site-banner" id="replay-banner">{banner(m)}{note}</div>')
 
@@ -145,19 +211,20 @@ def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()
 
     executed, out = Path(executed), Path(out)
     wanted = [str(Path(p).resolve().relative_to(repo)) if Path(p).is_absolute() else str(p) for p in only] or course(repo)
-    check_run(executed, wanted)
+    rows = dict(zip(wanted, check_run(executed, wanted)))
     m = reference_machine()
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"site.html.j2": TEMPLATE})],
-                            template_file="site.html.j2")
+                            template_file="site.html.j2", sanitize_html=True, filters={"clean_html": clean})
     pages = [nb[:-len(".ipynb")] + ".html" for nb in wanted]
     for rel in pages:
         folder, stem = rel[:-len(".html")].split("/")
         nb = static(nbformat.read(str(executed / folder / f"{stem}.ipynb"), as_version=4))
-        body, _ = exporter.from_notebook_node(nb, resources={"site_header": page_header(rel, m, pages)})
+        header = page_header(rel, m, pages, rows[f"{folder}/{stem}.ipynb"])
+        body, _ = exporter.from_notebook_node(nb, resources={"site_header": header})
         (out / folder).mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(body)
     readme = (repo / "README.md").read_text()
-    md = mistune.create_markdown(plugins=["table"])
+    md = mistune.create_markdown(plugins=["table"])  # escape=True: the README's own HTML shows as text
     index = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>The stream-ordered memory allocator, measured: read-ahead copy</title>
 {STYLE}
@@ -166,9 +233,9 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px;
 table {{ border-collapse: collapse; margin: 1em 0; }} td, th {{ border: 1px solid #ccc; padding: .3em .7em; text-align: left; }}
 </style></head><body>
 <div class="site-banner" id="replay-banner">{banner(m)}</div>
-{md(intro(readme))}
+{md(strip_comments(intro(readme)))}
 <h2>Course map</h2>
-{md(index_map(readme, wanted))}
+{md(strip_comments(index_map(readme, wanted)))}
 <p>Labs are shown unsolved, as a learner gets them, each with its solution beside it.</p>
 </body></html>
 """

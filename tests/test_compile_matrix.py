@@ -49,3 +49,31 @@ def test_hold_memory_leaves_what_was_asked():
     sizes = hold_memory.plan(free=80 * GiB + 123, leave=15 * GiB)
     assert sum(sizes) == 65 * GiB + 123 and max(sizes) == GiB
     assert hold_memory.plan(free=10 * GiB, leave=15 * GiB) == []
+
+
+def test_the_cuda12_nvcc_comes_from_the_machines_own_debian_entry_with_non_free_added(tmp_path):
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\n# a comment\nURIs: http://apt.example.invalid/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main contrib\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+        "Types: deb\nURIs: http://apt.example.invalid/debian-security\nSuites: bookworm-security\nComponents: main\n")
+    assert compile_matrix.debian_source(tmp_path) == (
+        "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://apt.example.invalid/debian "
+        f"{compile_matrix.DEBIAN_SUITE} main contrib non-free")
+    (tmp_path / "sources.list.d" / "debian.sources").unlink()
+    (tmp_path / "sources.list").write_text("deb http://other.example.invalid/debian trixie main\n")
+    assert compile_matrix.debian_source(tmp_path) == "deb http://other.example.invalid/debian trixie main non-free"
+    (tmp_path / "sources.list").write_text("")
+    with pytest.raises(SystemExit, match="no Debian archive entry"):
+        compile_matrix.debian_source(tmp_path)
+
+
+def test_no_package_index_or_mirror_address_in_the_projects_files():
+    import re
+    import subprocess
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    address = re.compile(r"https?://[^\s\"')]*(deb\.debian\.org|debian\.org/debian|download\.pytorch\.org|"
+                         r"pypi\.org/simple|pypi\.nvidia\.com|/simple/?[\s\"']|archive\.ubuntu\.com|mirror)", re.I)
+    found = [f"{f}: {m[0]}" for f in files if not f.startswith("recordings/") and (ROOT / f).is_file()
+             for m in address.finditer((ROOT / f).read_text(errors="replace"))]
+    assert not found, found

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from streamalloc import cuda, gpu
-from streamalloc.errors import CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
+from streamalloc.errors import BuildFailed, CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
 
 needs_nvcc = pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")
 
@@ -169,3 +169,67 @@ def test_streamalloc_arch_overrides_the_architecture(monkeypatch):
     monkeypatch.setenv("STREAMALLOC_ARCH", "sm_75; rm -rf /")
     with pytest.raises(ValueError, match="not an nvcc architecture"):
         cuda.arch_flags("9.0", live=True)
+
+
+def test_an_nvcc_that_crashes_is_named_as_such_not_as_a_compile_error(tmp_path, monkeypatch):
+    fake_nvcc(tmp_path, monkeypatch, 'echo "Segmentation fault (core dumped)" >&2\nkill -SEGV $$\n')
+    with pytest.raises(BuildFailed, match="nvcc was killed by signal SIGSEGV while compiling x.cu") as e:
+        cuda.build(program(tmp_path, "x", "int main() { return 0; }"))
+    assert "does not compile" not in str(e.value) and not isinstance(e.value, CompileError)
+    fake_nvcc(tmp_path, monkeypatch, "echo \"nvcc error   : 'cicc' died due to signal 11 (Invalid memory reference)\" >&2\n"
+                                     "exit 11\n")
+    with pytest.raises(BuildFailed, match="nvcc crashed while compiling y.cu"):
+        cuda.build(program(tmp_path, "y", "int main() { return 0; }"))
+
+
+def test_a_full_disk_is_named_as_such(tmp_path, monkeypatch):
+    fake_nvcc(tmp_path, monkeypatch, 'echo "x.cu: fatal error: error writing to /tmp/x.s: No space left on device" >&2\n'
+                                     "exit 1\n")
+    with pytest.raises(BuildFailed, match=r"cannot be written to .*\(the disk is full\)") as e:
+        cuda.build(program(tmp_path, "x", "int main() { return 0; }"))
+    assert "does not compile" not in str(e.value)
+
+
+def test_a_read_only_build_folder_is_named_as_such(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+    fake_nvcc(tmp_path, monkeypatch, "exit 0\n")
+
+    def read_only(*a, **kw):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", read_only)
+    with pytest.raises(BuildFailed, match=r"x.cu could not be built: .*cannot be written to .*bin \(it is read-only\)"):
+        cuda.build(program(tmp_path, "x", "int main() { return 0; }"))
+
+
+def test_sigterm_during_a_build_stops_nvcc_and_removes_its_folder(tmp_path):
+    """SIGTERM (as SIGHUP, a closed terminal) to a process that is building does what SIGINT does: nvcc's process
+    group is killed and its temporary folder removed; then the process ends as SIGTERM ends it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    (bin_dir / "nvcc").write_text(f'#!/bin/sh\ntouch "$TMPDIR/cicc.tmp"\nsleep 600 &\necho $! > {tmp_path}/child.pid\n'
+                                  'wait\n')
+    (bin_dir / "nvcc").chmod(0o755)
+    src = program(tmp_path, "slow", "int main() { return 0; }")
+    script = (f"import sys\nsys.path.insert(0, {str(Path(cuda.__file__).parent.parent)!r})\nfrom streamalloc import cuda\n"
+              f"cuda.build_all([{str(src)!r}, {str(src)!r}], out_dir={str(tmp_path / 'bin')!r})\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        (tmp_path / "child.pid").unlink(missing_ok=True)
+        proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+        for _ in range(300):
+            if (tmp_path / "child.pid").is_file() and (tmp_path / "child.pid").read_text().strip():
+                break
+            time.sleep(0.1)
+        time.sleep(0.2)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == -sig
+        child = int((tmp_path / "child.pid").read_text())
+        time.sleep(0.2)
+        state = Path(f"/proc/{child}/stat")
+        assert not state.exists() or state.read_text().split()[2] == "Z", "nvcc's child is still running"
+        assert list((tmp_path / "bin").iterdir()) == [], "nvcc's temporary folder is left"

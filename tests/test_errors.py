@@ -58,3 +58,25 @@ def test_other_errors_keep_their_traceback(shell, capsys):
     shell.run_cell("def f():\n    return 1 / 0\nf()")
     out = capsys.readouterr().out
     assert "Traceback" in out and "1 / 0" in out and "ZeroDivisionError" in out  # IPython's own rendering
+
+
+def test_bad_settings_give_one_clear_message(tmp_path, monkeypatch, capsys):
+    """Every bad STREAMALLOC_* value, named in one message: from the command line one line, no traceback."""
+    from streamalloc import cli
+    from streamalloc.errors import BadSetting, check_settings
+
+    bad = {"STREAMALLOC_MODE": "fast", "STREAMALLOC_CELL_TIMEOUT": "ten", "STREAMALLOC_ARCH": "sm90",
+           "STREAMALLOC_RECORD": "yes", "STREAMALLOC_RECORD_TO": "My GPU", "STREAMALLOC_REFERENCE": "no-such-set",
+           "STREAMALLOC_RECORDINGS": str(tmp_path / "a-file")}
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(BadSetting) as e:
+        check_settings(bad)
+    for name in bad:
+        assert f"{name}=" in str(e.value), name
+    assert check_settings({})["STREAMALLOC_CELL_TIMEOUT"] == 900
+    for name, value in bad.items():
+        monkeypatch.setenv(name, value)
+        assert cli.main(["run", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f"{name}=" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        monkeypatch.delenv(name)

@@ -168,3 +168,27 @@ def test_the_runner_kernels_print_no_tcp_warning(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=runner.REPO)
     assert done.returncode == 0, done.stderr
     assert "without encryption" not in done.stdout + done.stderr
+
+
+def test_a_lesson_that_needs_two_gpus_is_reported_not_measured_not_passed(tmp_path):
+    canned(tmp_path, figures_live=REF, figures_ref=REF)
+    for mode in ("live", "replay"):
+        rows = json.loads((tmp_path / mode / "summary.json").read_text())
+        rows.append({"notebook": "notebooks/05b_two_gpus.ipynb", "mode": mode, "result": runner.NOT_MEASURED,
+                     "seconds": 3.0, "error": "needs 2 GPUs: this lesson has not yet run on 2 GPUs"})
+        (tmp_path / mode / "summary.json").write_text(json.dumps(rows))
+    ready, line = preflight.write_report(tmp_path)
+    assert ready and "3 of 4 notebooks ran live and passed" in line, line
+    assert "not measured: notebooks/05b_two_gpus.ipynb (needs 2 GPUs" in line and "all 4" not in line
+    assert "| notebooks/05b_two_gpus.ipynb | not measured |" in (tmp_path / "report.md").read_text()
+
+
+def test_a_pass_leaves_the_callers_environment_as_it_was(tmp_path, monkeypatch):
+    import os
+    seen = []
+    monkeypatch.setattr(runner, "run", lambda group, **kw: seen.append(kw["extra_env"]) or [])
+    monkeypatch.setattr(runner, "write_summary", lambda rows, where: "")
+    monkeypatch.delenv("STREAMALLOC_MODE", raising=False)
+    before = dict(os.environ)
+    preflight.run_pass("live", tmp_path, [runner.REPO / "notebooks" / "00_setup.ipynb"])
+    assert dict(os.environ) == before and seen[0]["STREAMALLOC_MODE"] == "live"

@@ -198,3 +198,43 @@ def test_a_python_program_is_keyed_on_the_modules_beside_it_that_it_imports(tmp_
     alone = tmp_path / "alone.py"
     alone.write_text("import json\nprint(1)\n")  # imports nothing beside it: the key is the program's as before
     assert replay.program_meaning(alone) == replay.python_meaning(alone.read_text())
+
+
+def test_a_truncated_recording_in_a_two_gpu_lesson_names_its_file(recordings):
+    """05b looks through every set for a run made on two GPUs: a truncated file there is a BrokenRecording that
+    names the file, not a raw JSONDecodeError."""
+    import types
+
+    from streamalloc import lesson as lesson_mod
+    replay.save(M, "05b_two_gpus", "current_device", "source", ["1"], {"stdout": "", "gpus": 2})
+    path = replay.path_of("nvidia-test-gpu", "05b_two_gpus", "current_device")
+    path.write_text(path.read_text()[:40])
+    fake = types.SimpleNamespace(name="05b_two_gpus", reference_gpu="nvidia-test-gpu", live=False)
+    with pytest.raises(BrokenRecording, match=f"{path}.*not valid JSON"):
+        lesson_mod.Lesson._sets_with(fake, 2)
+
+
+def test_replay_without_nvcc_says_nvcc_is_missing_for_a_program_never_recorded(recordings, monkeypatch):
+    """00's compile-error demo in replay on a machine without nvcc: not MissingRecording ('re-record it on a GPU'),
+    but that nvcc is missing, so the program could not be compiled (a recorded program still replays)."""
+    from streamalloc import gpu, lesson as lesson_mod
+    from streamalloc.errors import NvccNotFound
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.setattr(gpu, "nvcc_path", lambda: None)
+    monkeypatch.setattr(gpu, "probe", lambda device=0: Machine(problem="no GPU here"))
+    lesson = lesson_mod.start("00_setup", quiet=True)
+    (lesson.build / "broken.cu").write_text('#include "course.cuh"\nint main() { return undefined_name; }\n')
+    with pytest.raises(NvccNotFound, match="broken.cu could not be compiled: nvcc, the CUDA compiler, was not found"):
+        lesson.run("broken.cu")
+    (lesson.build / "fine.cu").write_text('#include "course.cuh"\nint main() { return 0; }\n')
+    replay.save(M, "00_setup", "fine", lesson.key_source(lesson.build / "fine.cu"), [], {"stdout": "{\"ok\": 1}\n"})
+    lesson.reference_gpu = replay.reference()
+    assert lesson.run("fine.cu").records.one()["ok"] == 1
+
+
+def test_a_damaged_measurement_in_a_recording_names_its_file(recordings):
+    replay.save(M, "03_pools", "grid", "source", ["1"], {"data": "{\"a\": [1, 2", "seconds": 1.0})
+    run = replay.load("nvidia-test-gpu", "03_pools", "grid", "source", ["1"])
+    path = replay.path_of("nvidia-test-gpu", "03_pools", "grid")
+    with pytest.raises(BrokenRecording, match=f"{path}: a run's \"data\" is not valid JSON"):
+        replay.run_data(run, path)

@@ -1,6 +1,7 @@
 """The runner: runs notebooks headless and judges each, expected errors included; writes only under its output
 folder; names cells as the source notebook numbers them; names a timeout; keeps its summary a valid table."""
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -128,3 +129,160 @@ def test_each_notebook_gets_a_fresh_kernel_in_its_folder_and_none_is_left(tmp_pa
         with pytest.raises(ProcessLookupError):
             os.kill(s["pid"], 0)
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["n0.ipynb", "n2.ipynb"]
+
+
+def test_two_outside_notebooks_whose_folders_differ_only_in_odd_characters_keep_their_own_copies(tmp_path):
+    out = tmp_path / "out"
+    spaced, underscored = tmp_path / "a b" / "n.ipynb", tmp_path / "a_b" / "n.ipynb"
+    assert runner.output_path(spaced, out) != runner.output_path(underscored, out)
+    assert runner.output_path(spaced, out) == runner.output_path(spaced, out)  # the same notebook, the same copy
+
+
+def test_a_folder_is_searched_below_its_top_level(tmp_path):
+    top = notebook(tmp_path / "top.ipynb", [("x = 1", [])])
+    (tmp_path / "part1" / "deeper").mkdir(parents=True)
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    below = notebook(tmp_path / "part1" / "deeper" / "below.ipynb", [("x = 1", [])])
+    notebook(tmp_path / ".ipynb_checkpoints" / "top-checkpoint.ipynb", [("x = 1", [])])
+    assert runner.notebooks([tmp_path]) == [below, top]
+
+
+def test_a_kernel_that_dies_names_the_cell(tmp_path):
+    nb = notebook(tmp_path / "dies.ipynb", [("md:# Dies", []), ("x = 1", []), ("import os\nos._exit(3)", []),
+                                            ("y = 2", [])])
+    rows = runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False)
+    assert rows[0]["result"] == "failed"
+    assert rows[0]["error"].startswith("the kernel died in cell 3 of 4 (import os)"), rows[0]["error"]
+
+
+def test_run_leaves_its_callers_environment_as_it_was(tmp_path, monkeypatch):
+    import os
+    monkeypatch.delenv("STREAMALLOC_MODE", raising=False)
+    monkeypatch.delenv("STREAMALLOC_KEY_FIGURES", raising=False)
+    nb = notebook(tmp_path / "env.ipynb", [("import os\nassert os.environ['STREAMALLOC_MODE'] == 'replay'\n"
+                                            "assert os.environ['STREAMALLOC_KEY_FIGURES'] == 'kf'", [])])
+    before = dict(os.environ)
+    rows = runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False,
+                      extra_env={"STREAMALLOC_MODE": "replay", "STREAMALLOC_KEY_FIGURES": "kf"})
+    assert rows[0]["result"] == "passed", rows[0]
+    assert dict(os.environ) == before
+
+
+def test_a_lesson_that_needs_two_gpus_is_not_measured_not_passed(tmp_path, monkeypatch, capsys):
+    """05b in replay with no recording made on two GPUs: the runner, the summary and the exit status say
+    'not measured: needs 2 GPUs', not 'passed'; a NotYetRecorded error says the same."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))  # the kernels start beside the notebooks, outside the course
+    unmeasured = notebook(tmp_path / "05b_two_gpus.ipynb", [
+        ("import streamalloc as sa\nlesson = sa.start('05b_two_gpus', quiet=True)\n"
+         "assert lesson.machine_with(gpus=2) is None", [])])
+    raised = notebook(tmp_path / "raises.ipynb", [
+        ("from streamalloc.errors import NotYetRecorded\nraise NotYetRecorded('x needs 2 GPUs')", [])])
+    rows = runner.run([unmeasured, raised], out_dir=tmp_path / "out" / "executed", progress=False)
+    assert [r["result"] for r in rows] == [runner.NOT_MEASURED] * 2, rows
+    assert rows[0]["error"].startswith("needs 2 GPUs")
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "0 passed, 0 failed, 2 not measured (" in md and "needs 2 GPUs" in md
+    assert cli.succeeded(rows) and not cli.succeeded([*rows, {**rows[0], "result": "failed"}])
+
+
+def test_a_compile_error_demo_without_nvcc_passes_and_says_once_what_it_could_not_compile(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    demo = nbformat.v4.new_code_cell("lesson.run('broken.cu')", execution_count=2,
+                                     metadata={"tags": ["raises-exception"], "expected_exception": "CompileError"})
+    demo.outputs = [nbformat.v4.new_output("error", ename="NvccNotFound", evalue="broken.cu could not be compiled: "
+                                           "nvcc, the CUDA compiler, was not found", traceback=[])]
+    other = nbformat.v4.new_code_cell("1 / 0", execution_count=3, metadata={"tags": ["raises-exception"],
+                                                                            "expected_exception": "CompileError"})
+    other.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])]
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", execution_count=1), demo]
+    path = tmp_path / "executed.ipynb"
+    nbformat.write(nb, str(path))
+    problem, note = runner.notebook_findings(path)
+    assert problem == "" and note == "cell 2 of 2 (lesson.run('broken.cu')): not compiled, no nvcc here (broken.cu " \
+                                     "could not be compiled)"
+    md = runner.write_summary([{"notebook": "notebooks/00_setup.ipynb", "mode": "replay", "result": "passed",
+                                "seconds": 1.0, "error": "", "note": note}], tmp_path)
+    assert md.count("broken.cu could not be compiled") == 1 and "Not checked here" in md
+    nb.cells.append(other)  # another error where a compile error is expected still fails
+    nbformat.write(nb, str(path))
+    assert "should raise CompileError, but raised ZeroDivisionError" in runner.notebook_findings(path)[0]
+
+
+def test_a_summary_is_written_whole_or_not_at_all(tmp_path):
+    """A full disk while the summary is written (a file-size limit makes the write fail half-way): the last
+    summary stays whole, and the runner says in words that it could not write it."""
+    import subprocess
+    import sys
+    old = json.dumps([{"notebook": "old.ipynb", "result": "passed"}])
+    (tmp_path / "summary.json").write_text(old)
+    script = ("import resource, signal, sys\nfrom streamalloc import runner\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))\n"
+              "rows = [{'notebook': f'n{i}.ipynb', 'mode': 'replay', 'result': 'passed', 'seconds': 1.0, 'error': ''}"
+              " for i in range(20)]\n"
+              f"runner.write_summary(rows, runner.Path({str(tmp_path)!r}))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=runner.REPO)
+    assert (tmp_path / "summary.json").read_text() == old
+    assert "cannot write its summary" in done.stderr and "full disk" in done.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".summary")]  # no temporary left
+
+
+def test_a_read_only_output_folder_is_named_before_anything_runs(tmp_path, monkeypatch, capsys):
+    import errno
+    import pathlib
+    out_dir = tmp_path / "build" / "executed"
+    real = pathlib.Path.mkdir
+
+    def read_only(self, *a, **kw):
+        if self.is_relative_to(tmp_path / "build"):
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real(self, *a, **kw)
+    monkeypatch.setattr(pathlib.Path, "mkdir", read_only)
+    nb = notebook(tmp_path / "n.ipynb", [("x = 1", [])])
+    with pytest.raises(runner.OutputNotWritable, match="cannot write to .*Read-only file system"):
+        runner.run([nb], out_dir=out_dir, progress=False)
+
+
+def test_sigterm_during_a_build_stops_nvcc_and_leaves_no_temporary_folder_or_socket(tmp_path):
+    """A run whose notebook is building (a fake nvcc that starts a child and waits): SIGTERM to the runner does
+    what SIGINT does. Afterwards no nvcc, no child of it, no kernel, no nvcc folder and no socket folder is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvcc").write_text(f'#!/bin/sh\n[ "$1" = --version ] && echo "release 13.0, V13.0.88" && exit 0\n'
+                                  f'echo $$ > {tmp_path}/nvcc.pid\ntouch "$TMPDIR/cicc.tmp"\n'
+                                  f'sleep 600 &\necho $! > {tmp_path}/child.pid\nwait\n')
+    (bin_dir / "nvcc").chmod(0o755)
+    (tmp_path / "x.cu").write_text("int main() { return 0; }\n")
+    nb = notebook(tmp_path / "builds.ipynb", [
+        ("import os\nopen('kernel.pid', 'w').write(str(os.getpid()))\nfrom streamalloc import cuda\n"
+         "cuda.build_all(['x.cu'], out_dir='built')", [])])
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp), "STREAMALLOC_MODE": "replay",
+           "PYTHONPATH": str(runner.REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "streamalloc", "run", "--no-progress", str(nb)], env=env,
+                            cwd=runner.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for _ in range(600):
+        if (tmp_path / "child.pid").is_file() and (tmp_path / "child.pid").read_text().strip():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the build never started: " + proc.communicate()[0])
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode != 0, out
+    time.sleep(0.5)
+    for name in ("nvcc.pid", "child.pid", "kernel.pid"):
+        pid = int((tmp_path / name).read_text())
+        state = Path(f"/proc/{pid}/stat")
+        assert not state.exists() or state.read_text().split()[2] == "Z", f"{name[:-4]} is still running\n{out}"
+    assert not list((tmp_path / "built").glob(".nvcc-*")), "nvcc's temporary folder is left"
+    assert not list(tmp.glob("streamalloc-kernels-*")), "the kernels' socket folder is left"

@@ -8,8 +8,9 @@ expected_exception CompileError (or none named) must fail to compile with nvcc's
 
 Toolkits (--toolkit, repeatable; default both):
   cuda13      the nvcc the course finds (gpu.nvcc_path()), with its own headers: must be CUDA 13.
-  cuda12.0h   Debian's CUDA 12.4 nvcc (nvidia-cuda-toolkit, trixie non-free, unpacked with dpkg-deb -x, nothing
-              installed) with the CUDA 12.0 runtime headers first on the include path and linked against the
+  cuda12.0h   Debian's CUDA 12.4 nvcc (nvidia-cuda-toolkit, trixie non-free, from the Debian archive this machine's
+              apt already uses, with the non-free component added: `debian_source`; unpacked with dpkg-deb -x,
+              nothing installed) with the CUDA 12.0 runtime headers first on the include path and linked against the
               CUDA 12.0 libcudart (nvidia-cuda-runtime-cu12==12.0.* wheel), the 12.4 compiler's own crt/ headers
               after them (nvidia-cuda-nvcc-cu12==12.4.131 wheel): an API newer than CUDA 12.0 fails here.
               Fetched once into build/toolchains/ (--fetch does only that).
@@ -24,6 +25,7 @@ import argparse
 import concurrent.futures
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -34,13 +36,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from streamalloc import cuda, gpu  # noqa: E402
+from streamalloc import cuda, gpu, replay  # noqa: E402
 from streamalloc.lesson import written_files  # noqa: E402
 
 BUILD = ROOT / "build" / "compile-matrix"
 TOOLCHAINS = ROOT / "build" / "toolchains"
 CUDA12 = TOOLCHAINS / "cuda-12.4-headers-12.0"
-DEBIAN_SOURCE = "deb http://deb.debian.org/debian trixie non-free"
+APT = Path("/etc/apt")
+DEBIAN_SUITE = "trixie"  # the release whose non-free component holds DEBIAN_PACKAGE
 DEBIAN_PACKAGE = "nvidia-cuda-toolkit=12.4.131~12.4.1-2"
 WHEELS = ["nvidia-cuda-runtime-cu12==12.0.146", "nvidia-cuda-nvcc-cu12==12.4.131"]
 
@@ -81,13 +84,47 @@ def recorded_archs(root: Path = ROOT) -> list[str]:
     """sm_75 (a T4, Colab's usual GPU) and every recorded GPU's architecture."""
     archs = {"sm_75"}
     for machine in (root / "recordings").glob("*/machine.json"):
-        cc = json.loads(machine.read_text()).get("compute_capability")
+        cc = replay.read_json(machine, "machine description").get("compute_capability")
         if cc:
             archs.add("sm_" + cc.replace(".", ""))
     return sorted(archs)
 
 
 # -- the toolkits --------------------------------------------------------------------------------------------
+def _entries(apt: Path):
+    """(types, URIs, suites, components, signed-by) of each source this machine's apt has: deb822 (*.sources) and
+    one-line (sources.list, *.list) entries."""
+    for f in sorted((apt / "sources.list.d").glob("*.sources")):
+        for stanza in re.split(r"\n\s*\n", f.read_text()):
+            fields = {}
+            for line in stanza.splitlines():
+                if line.strip() and not line.startswith(("#", " ", "\t")) and ":" in line:
+                    k, _, v = line.partition(":")
+                    fields[k.strip().lower()] = v.split()
+            if fields.get("enabled", ["yes"])[0].lower() != "no":
+                yield (fields.get("types", []), fields.get("uris", []), fields.get("suites", []),
+                       fields.get("components", []), " ".join(fields.get("signed-by", [])))
+    for f in [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]:
+        for line in f.read_text().splitlines() if f.is_file() else []:
+            m = re.match(r"^\s*(deb(?:-src)?)\s+(?:\[(?P<opts>[^]]*)\]\s+)?(\S+)\s+(\S+)\s*(.*)$", line)
+            if m:
+                signed = re.search(r"signed-by=(\S+)", m["opts"] or "")
+                yield [m[1]], [m[3]], [m[4]], m[5].split(), signed[1] if signed else ""
+
+
+def debian_source(apt: Path = APT) -> str:
+    """The apt source line for DEBIAN_PACKAGE: this machine's own Debian archive entry (its address and key, as its
+    apt has them: no address is written in the course), with the non-free component added, for DEBIAN_SUITE."""
+    for types, uris, suites, components, signed in _entries(apt):
+        release = [s for s in suites if not s.endswith(("-security", "-updates", "-backports"))]
+        if "deb" in types and uris and release and "main" in components and not uris[0].rstrip("/").endswith("-security"):
+            opts = f"[signed-by={signed}] " if signed else ""
+            return f"deb {opts}{uris[0]} {DEBIAN_SUITE} {' '.join(dict.fromkeys([*components, 'non-free']))}"
+    raise SystemExit(f"compile_matrix: this machine's apt ({apt}) has no Debian archive entry (a deb line or a "
+                     "deb822 stanza with the main component) to add the non-free component to: the CUDA 12.4 nvcc "
+                     "comes from Debian's non-free, so cuda12.0h needs a Debian machine")
+
+
 def _run(cmd, **kw):
     done = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if done.returncode != 0:
@@ -97,7 +134,8 @@ def _run(cmd, **kw):
 
 def fetch_cuda12(dest: Path = CUDA12) -> Path:
     """Unpack Debian's CUDA 12.4 nvcc and the CUDA 12.0 runtime headers into dest, once (nothing is installed)."""
-    recipe = "\n".join([DEBIAN_SOURCE, DEBIAN_PACKAGE, *WHEELS])
+    source = debian_source()
+    recipe = "\n".join([source, DEBIAN_PACKAGE, *WHEELS])
     stamp = dest / ".complete"
     if stamp.is_file() and stamp.read_text() == recipe:
         return dest
@@ -107,7 +145,7 @@ def fetch_cuda12(dest: Path = CUDA12) -> Path:
         apt = work / "apt"
         for d in ("lists/partial", "cache/archives/partial"):
             (apt / d).mkdir(parents=True)
-        (apt / "sources.list").write_text(DEBIAN_SOURCE + "\n")
+        (apt / "sources.list").write_text(source + "\n")
         opts = [f"-oDir::Etc::SourceList={apt}/sources.list", "-oDir::Etc::SourceParts=/dev/null",
                 f"-oDir::State::Lists={apt}/lists", f"-oDir::Cache={apt}/cache", "-oDebug::NoLocking=1",
                 "-oAPT::Sandbox::User=root", "-oAcquire::Languages=none"]
