@@ -149,6 +149,20 @@ def program_key(path: str | os.PathLike, flags=(), include_dirs=(INCLUDE,)) -> s
     return program_meaning(path, include_dirs) + "\n#flags " + " ".join(map(str, flags))
 
 
+def input_args(args, folder: Path) -> list[str]:
+    """The arguments as a recording keys and stores them: one that names an input file (it has a suffix, such as
+    trace.txt, and is a file, as given or in `folder`) stands for that file's content, `name#sha256:<20 hex>`, so
+    that the key follows what the program reads, not where it lies on this machine."""
+    out = []
+    for a in map(str, args):
+        path = Path(a) if Path(a).is_absolute() else Path(folder) / a
+        if Path(a).suffix and path.is_file():
+            out.append(f"{path.name}#sha256:{hashlib.sha256(path.read_bytes()).hexdigest()[:20]}")
+        else:
+            out.append(a)
+    return out
+
+
 def key(source: str, args) -> str:
     return hashlib.sha256(json.dumps([source, [str(a) for a in args]]).encode()).hexdigest()[:20]
 
