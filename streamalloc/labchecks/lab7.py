@@ -129,13 +129,13 @@ def budget(report, mine):
 
 
 def traffic(report, mine):
-    allowed = spikes()
+    allowed = 2 * spikes()  # one growth per large request, with a margin for the pool's layout
     grows = mine["grows_warm"]
     report.expect(grows <= allowed,
                   f"driver traffic: once warm, your allocator took memory from the driver {grows} time(s) in "
-                  f"{mine['steps']} steps (allowed: {allowed}, one per step with a large request)",
+                  f"{mine['steps']} steps (allowed: {allowed}, two per step with a large request)",
                   f"driver traffic: once warm, your allocator took memory from the driver {grows} times in "
-                  f"{mine['steps']} steps (allowed: {allowed}, one per step with a large request) and gave it back "
+                  f"{mine['steps']} steps (allowed: {allowed}, two per step with a large request) and gave it back "
                   f"{mine['shrinks_warm']} times: it gives back at a synchronization what the next step needs again. "
                   f"Keep at least what one ordinary step uses ({size(WORKING)} of requests, a little more reserved)")
 
