@@ -16,6 +16,7 @@ new recording but changing the code does:
   docstrings (`python_meaning`); comments are not in the tree.
 Each run stores `source_sha` (the hash of that key source) and, for programs, `program_sha` (the hash of
 the program and its headers without flags), which the freshness test compares with the notebooks.
+An argument that names an input file stands in the key for the file's content (`input_args`).
 When the meaning changes, replay says to re-record, never falls back.
 """
 from __future__ import annotations
