@@ -270,3 +270,21 @@ def test_the_lab_uses_notebook_08_s_replayer_unchanged():
     written = {re.sub(r".*/", "", "".join(c["source"]).partition("\n")[0]): "".join(c["source"]).partition("\n")[2]
                for c in json.loads(lab.read_text())["cells"] if "".join(c["source"]).startswith("%%writefile")}
     assert written["replay_trace.cu"] == programs()["replay_trace.cu"]
+
+
+@pytest.mark.parametrize("name,args", [("cupy_fft.py", ["hook", "2"]), ("replay_alloc.py", ["cupy", "TRACE"])])
+def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
+    """Without a usable GPU the programs exit non-zero with a message, and print no trace or measurement."""
+    import subprocess
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a GPU is here")
+    except ImportError:
+        pytest.skip("CuPy is not installed")
+    except Exception:
+        pass
+    (tmp_path / name).write_text(programs()[name])
+    args = [str(W.built_to_fragment().write(tmp_path)) if a == "TRACE" else a for a in args]
+    done = subprocess.run([sys.executable, str(tmp_path / name), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "{" not in done.stdout, done
