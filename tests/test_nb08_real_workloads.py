@@ -288,3 +288,52 @@ def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
     args = [str(W.built_to_fragment().write(tmp_path)) if a == "TRACE" else a for a in args]
     done = subprocess.run([sys.executable, str(tmp_path / name), *args], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "{" not in done.stdout, done
+
+
+class FakeAllocator:
+    """Stands for a library in replay_alloc.py's loop: holds the most it ever had in use (a pool at UINT64_MAX)."""
+
+    name = "fake pool"
+
+    def __init__(self):
+        self.top, self.live, self.closed = 0, 0, False
+
+    def stream(self, i):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def allocate(self, nbytes):
+        return bytearray(1)
+
+    def sync(self):
+        pass
+
+    def in_use(self, live=0):
+        self.live = live
+        self.top = max(self.top, live)
+        return live
+
+    def reserved(self):
+        return self.top
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypatch, capsys):
+    """replay_alloc.py's replay and measure (everything but the libraries) on a stand-in allocator: the in-use curve
+    is the trace's own, the record has every field the lesson module reads, and the tables take it."""
+    src = programs()["replay_alloc.py"]
+    monkeypatch.setattr(sys, "argv", ["replay_alloc.py", "cupy", "unused.trace"])
+    ns = {"__name__": "replay_alloc"}
+    exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+    t = W.built_to_fragment()
+    a = FakeAllocator()
+    out = ns["replay"](t.events, a, True)
+    assert out["in_use"] == t.in_use() and out["shrinks"] == 0 and out["grows"] > 0
+    ns["measure"](t.name, t.events, a)
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert a.closed and record["peak_in_use"] == t.stats()["peak"] and len(record["step_us"]) == 3 * t.stats()["steps"]
+    assert len(record["timeline_event"]) == len(record["timeline_in_use"]) <= 256
+    row = W.rows([record], t)[0]
+    assert row["reserved / trace peak"] == 1.0 and row["grew / shrank (warm)"] == "0 / 0"
