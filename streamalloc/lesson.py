@@ -286,7 +286,7 @@ class Lesson:
         seconds = time.perf_counter() - t0
         text = json.dumps(data)
         if replay.recording():
-            replay.save(self.machine, self.name, name, key_source, keyed, {"data": text, "seconds": seconds},
+            replay.save(self.machine, self.name, name, key_source, args, {"data": text, "seconds": seconds},
                         program_sha=self._programs.get(source))
         return Result(name, args, "", "", seconds, False, self.label, json.loads(text))
 
