@@ -102,6 +102,11 @@ class Trace:
                 "distinct sizes": len(set(sizes)), "kept across steps": max(step_ends, default=0)}
 
 
+def size(n: int) -> str:
+    """Bytes as the tables show them: MiB with one decimal."""
+    return f"{mib(n):,.1f} MiB"
+
+
 def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "trace"
 
@@ -253,7 +258,7 @@ def measured(results: list[dict], trace: Trace) -> list[dict]:
 def table(results, trace: Trace, label: str) -> plots.Table:
     s = trace.stats()
     return plots.Table(rows(results, trace), label,
-                       title=f"{trace.name}: {s['events']} events, {s['steps']} steps, peak asked {nbytes(s['peak'])}")
+                       title=f"{trace.name}: {s['events']} events, {s['steps']} steps, peak asked {size(s['peak'])}")
 
 
 def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
@@ -271,8 +276,8 @@ def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
     peak = trace.stats()["peak"]
     worst = max(done, key=lambda r: r["peak_reserved"])
     text = (f"**{trace.name}** on {gpu}: the cheapest is {fastest['allocator']} ({us(fastest)}; peak reserved "
-            f"{nbytes(fastest['peak_reserved'])}); the smallest footprint is {smallest['allocator']} "
-            f"({nbytes(smallest['peak_reserved'])}, {smallest['peak_reserved'] / peak:.2f}× the {nbytes(peak)} the "
+            f"{size(fastest['peak_reserved'])}); the smallest footprint is {smallest['allocator']} "
+            f"({size(smallest['peak_reserved'])}, {smallest['peak_reserved'] / peak:.2f}× the {size(peak)} the "
             f"trace asks for at its peak; {us(smallest)}). ")
     if fits is fastest:
         text += f"The cheapest is also within {slack:g}× of the smallest footprint: it fits this trace. "
@@ -314,7 +319,7 @@ def plot_timeline(trace_name: str, allocator: str, data=None, label: str = "", t
                 label="asked for by the trace")
     ax.set_xlabel("event of the trace")
     ax.set_ylabel("MiB")
-    ax.set_title(f"{data['step_us']:.0f} µs a step, peak reserved {nbytes(data['peak_reserved'])}", fontsize=9)
+    ax.set_title(f"{data['step_us']:.0f} µs a step, peak reserved {size(data['peak_reserved'])}", fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
