@@ -128,8 +128,9 @@ def test_a_long_history_is_cut_to_whole_steps():
 def test_rmm_s_log_becomes_a_trace():
     csv = ("Thread,Time,Action,Pointer,Size,Stream\n"
            "1,00:00:01,allocate,0x7f00,1024,0x1\n1,00:00:02,allocate,0x7f80,2048,0x2\n"
-           "1,00:00:03,free,0x7f00,1024,0x1\n1,00:00:04,free,0x7f80,2048,0x2\n")
-    t = W.from_rmm_csv("r", "test", csv, [3, 4])
+           "1,00:00:03,deallocate,0x7f00,1024,0x1\n1,00:00:04,deallocate,0x7f80,2048,0x2\n"
+           "1,00:00:05,allocate failure,0x0,1024,0x1\n")
+    t = W.from_rmm_csv("r", "test", csv, [3, 5])  # RMM's documented columns and actions (docs/user_guide/logging.md)
     assert t.events == [("a", 0, 1024, 0), ("a", 1, 2048, 1), ("f", 0), ("s",), ("f", 1), ("s",)]
     with pytest.raises(ValueError, match="not an RMM log"):
         W.from_rmm_csv("r", "test", "a,b\n1,2\n", [1])

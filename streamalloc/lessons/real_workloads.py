@@ -140,6 +140,9 @@ def from_address_events(name: str, source: str, steps, most: int = MOST_EVENTS) 
     return trace
 
 
+ACTIONS = {"allocate": "alloc", "deallocate": "free", "free": "free"}  # RMM's log says "deallocate" (older: "free")
+
+
 def from_rmm_csv(name: str, source: str, text: str, step_rows, most: int = MOST_EVENTS) -> Trace:
     """A trace from RMM's logging_resource_adaptor log (CSV: Thread,Time,Action,Pointer,Size,Stream), cut into
     steps after the rows counted in `step_rows` (the log's length at the end of each step)."""
@@ -148,9 +151,8 @@ def from_rmm_csv(name: str, source: str, text: str, step_rows, most: int = MOST_
         raise ValueError(f"not an RMM log: its columns are {', '.join(rows[0])}")
     steps, start = [], 0
     for end in step_rows:
-        steps.append([("alloc" if r["Action"].strip() == "allocate" else "free" if r["Action"].strip() == "free"
-                       else "other", r["Pointer"].strip(), int(r["Size"]), r["Stream"].strip())
-                      for r in rows[start:end]])
+        steps.append([(ACTIONS.get(r["Action"].strip(), "other"), r["Pointer"].strip(), int(r["Size"]),
+                       r["Stream"].strip()) for r in rows[start:end]])
         start = end
     return from_address_events(name, source, steps, most)
 
