@@ -167,11 +167,12 @@ class Lesson:
             raise FileNotFoundError(f"{path} does not exist: run the %%writefile cell that writes it first")
         exe = check_python(path) if python else self.compile(path, flags)
         key_source = self.key_source(path, flags)
+        keyed = replay.input_args(args, self.build)  # an input file's argument is keyed by its content
         if gpus > 1 and not (self.live and self.gpus_here >= gpus):
-            return self._replayed_with(gpus, name, key_source, args)
+            return self._replayed_with(gpus, name, key_source, keyed)
         if not self.live:
             try:
-                return self._replayed(name, key_source, args)
+                return self._replayed(name, key_source, keyed)
             except MissingRecording as e:
                 if exe is not None or python:
                     raise
@@ -185,7 +186,7 @@ class Lesson:
             note = (f"{what}: showing the reference recording instead. Install it with `{sys.executable} -m pip "
                     f"install {pkgs}` (in a notebook: `%pip install {pkgs}`), then restart the kernel.")
             try:
-                res = self._replayed(name, key_source, args)
+                res = self._replayed(name, key_source, keyed)
             except RecordingError as e:
                 raise type(e)(f"{what}, and the reference holds no recording of this run to show instead: {e}") from None
             res.note = note
@@ -196,7 +197,7 @@ class Lesson:
         result = Result(name, args, done.stdout, done.stderr, done.seconds, False, self.label)
         measure.parse(done.stdout)  # a malformed JSON line is an error before it is recorded
         if replay.recording():
-            replay.save(self.machine, self.name, name, key_source, args,
+            replay.save(self.machine, self.name, name, key_source, keyed,
                         {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds,
                          "gpus": self.gpus_here},
                         program_sha=self._programs.get(key_source))
@@ -274,7 +275,7 @@ class Lesson:
             return None
         path = self.source(file)
         try:
-            return self._replayed(name or path.stem, self.key_source(path, flags), [str(a) for a in args])
+            return self._replayed(name or path.stem, self.key_source(path, flags), replay.input_args(args, self.build))
         except RecordingError:
             return None
 

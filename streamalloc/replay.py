@@ -17,6 +17,7 @@ new recording but changing the code does:
   it that it imports, transitively (`imported_modules`), as a CUDA program's holds its headers.
 Each run stores `source_sha` (the hash of that key source) and, for programs, `program_sha` (the hash of
 the program and its headers without flags), which the freshness test compares with the notebooks.
+An argument that names an input file stands in the key for the file's content (`input_args`).
 When the meaning changes, replay says to re-record, never falls back.
 """
 from __future__ import annotations
@@ -174,6 +175,20 @@ def program_meaning(path: str | os.PathLike, include_dirs=(INCLUDE,)) -> str:
 def program_key(path: str | os.PathLike, flags=(), include_dirs=(INCLUDE,)) -> str:
     """The key source of a program built with these flags: program_meaning, then the flags."""
     return program_meaning(path, include_dirs) + "\n#flags " + " ".join(map(str, flags))
+
+
+def input_args(args, folder: Path) -> list[str]:
+    """The arguments as a recording keys and stores them: one that names an input file (it has a suffix, such as
+    trace.txt, and is a file, as given or in `folder`) stands for that file's content, `name#sha256:<20 hex>`, so
+    that the key follows what the program reads, not where it lies on this machine."""
+    out = []
+    for a in map(str, args):
+        path = Path(a) if Path(a).is_absolute() else Path(folder) / a
+        if Path(a).suffix and path.is_file():
+            out.append(f"{path.name}#sha256:{hashlib.sha256(path.read_bytes()).hexdigest()[:20]}")
+        else:
+            out.append(a)
+    return out
 
 
 def key(source: str, args) -> str:

@@ -1,0 +1,340 @@
+"""Lesson 08's plumbing: allocation traces (read, written, made from what the trace programs print, or built
+deterministically), and the tables, timelines and sentences made from the replays.
+
+The CUDA replayer, the Python programs that record and replay traces, the runs and the assertions stay in
+notebooks/08_real_workloads.ipynb (and solutions/lab7_choose_allocator.ipynb); this module holds the rest.
+
+A trace is a text file the replayers read, one event a line:
+
+    a <id> <bytes> <stream>    allocate block <id> of <bytes> on stream <stream> (0, 1, ...)
+    f <id>                     free block <id>, on the stream it was allocated on
+    s                          end of a step: the program synchronizes here
+    # ...                      a comment (the trace's name and where it came from)
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import re
+from pathlib import Path
+
+from .. import plots
+from ..measure import MiB, med, mib, nbytes
+
+MOST_EVENTS = 4000  # a trace keeps whole steps up to this many events: enough to show the pattern, quick to replay
+
+
+@dataclasses.dataclass
+class Trace:
+    name: str
+    source: str  # where it came from, in words
+    events: list  # ("a", id, bytes, stream), ("f", id), ("s",)
+
+    # -- the file ---------------------------------------------------------------------------------------------
+    def text(self) -> str:
+        head = [f"# {self.name}", f"# {self.source}"]
+        return "\n".join(head + [" ".join(map(str, e)) for e in self.events]) + "\n"
+
+    def write(self, folder) -> Path:
+        path = Path(folder) / f"{slug(self.name)}.trace"
+        path.write_text(self.text())
+        return path
+
+    @classmethod
+    def parse(cls, text: str, name: str = "", source: str = "") -> "Trace":
+        """A trace file's text; a line that is not an event is a ValueError naming it."""
+        comments, events = [], []
+        for n, line in enumerate(text.splitlines(), 1):
+            words = line.split()
+            if not words:
+                continue
+            if words[0].startswith("#"):
+                comments.append(line.lstrip("# ").strip())
+            elif words[0] == "a" and len(words) == 4 and all(w.isdigit() for w in words[1:]) and int(words[2]) > 0:
+                events.append(("a", int(words[1]), int(words[2]), int(words[3])))
+            elif words[0] == "f" and len(words) == 2 and words[1].isdigit():
+                events.append(("f", int(words[1])))
+            elif words == ["s"]:
+                events.append(("s",))
+            else:
+                raise ValueError(f"line {n} of the trace is not an event: {line!r}")
+        comments += ["", ""]
+        trace = cls(name or comments[0], source or comments[1], events)
+        trace.check()
+        return trace
+
+    def check(self) -> None:
+        """Every free is of a block that is allocated, and no block is allocated twice while alive."""
+        live = set()
+        for i, e in enumerate(self.events):
+            if e[0] == "a":
+                if e[1] in live:
+                    raise ValueError(f"{self.name}: event {i} allocates block {e[1]}, which is still allocated")
+                live.add(e[1])
+            elif e[0] == "f":
+                if e[1] not in live:
+                    raise ValueError(f"{self.name}: event {i} frees block {e[1]}, which is not allocated")
+                live.remove(e[1])
+
+    # -- what it asks for -------------------------------------------------------------------------------------
+    def in_use(self) -> list[int]:
+        """Bytes allocated and not yet freed after each event."""
+        size, live, out = {}, 0, []
+        for e in self.events:
+            if e[0] == "a":
+                size[e[1]] = e[2]
+                live += e[2]
+            elif e[0] == "f":
+                live -= size[e[1]]
+            out.append(live)
+        return out
+
+    def stats(self) -> dict:
+        allocs = [e for e in self.events if e[0] == "a"]
+        sizes = [e[2] for e in allocs]
+        use = self.in_use()
+        step_ends = [use[i] for i, e in enumerate(self.events) if e[0] == "s"]
+        return {"trace": self.name, "events": len(self.events), "allocations": len(allocs),
+                "frees": sum(e[0] == "f" for e in self.events), "steps": sum(e[0] == "s" for e in self.events),
+                "streams": len({e[3] for e in allocs}), "peak": max(use, default=0),
+                "smallest": min(sizes, default=0), "largest": max(sizes, default=0),
+                "distinct sizes": len(set(sizes)), "kept across steps": max(step_ends, default=0)}
+
+
+def size(n: int) -> str:
+    """Bytes as the tables show them: MiB with one decimal."""
+    return f"{mib(n):,.1f} MiB"
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "trace"
+
+
+def cut(events: list, most: int = MOST_EVENTS) -> list:
+    """The events of whole steps, up to `most` events (at least one step)."""
+    ends = [i + 1 for i, e in enumerate(events) if e[0] == "s"]
+    keep = max([n for n in ends if n <= most] or ends[:1] or [len(events)])
+    return events[:keep]
+
+
+def from_address_events(name: str, source: str, steps, most: int = MOST_EVENTS) -> Trace:
+    """A trace from what a program saw, step by step: each step a list of [action, address, bytes, stream], action
+    "alloc" or "free" (PyTorch's history says "free_completed"), stream any handle. Addresses are reused, so a block
+    is known by its address from its allocation to its free; a free of memory allocated before the recording began
+    is left out. Streams are numbered in the order they first allocate."""
+    live, streams, events, next_id = {}, {}, [], 0
+    for step in steps:
+        for action, addr, size, stream in step:
+            if action == "alloc":
+                if addr in live:  # freed without the free being seen: count it freed here
+                    events.append(("f", live.pop(addr)))
+                live[addr] = next_id
+                events.append(("a", next_id, int(size), streams.setdefault(stream, len(streams))))
+                next_id += 1
+            elif action in ("free", "free_completed") and addr in live:
+                events.append(("f", live.pop(addr)))
+        events.append(("s",))
+    trace = Trace(name, source, cut(events, most))
+    trace.check()
+    return trace
+
+
+ACTIONS = {"allocate": "alloc", "deallocate": "free", "free": "free"}  # RMM's log says "deallocate" (older: "free")
+
+
+def from_rmm_csv(name: str, source: str, text: str, step_rows, most: int = MOST_EVENTS) -> Trace:
+    """A trace from RMM's logging_resource_adaptor log (CSV: Thread,Time,Action,Pointer,Size,Stream), cut into
+    steps after the rows counted in `step_rows` (the log's length at the end of each step)."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if rows and not {"Action", "Pointer", "Size", "Stream"} <= set(rows[0]):
+        raise ValueError(f"not an RMM log: its columns are {', '.join(rows[0])}")
+    steps, start = [], 0
+    for end in step_rows:
+        steps.append([(ACTIONS.get(r["Action"].strip(), "other"), r["Pointer"].strip(), int(r["Size"]),
+                       r["Stream"].strip()) for r in rows[start:end]])
+        start = end
+    return from_address_events(name, source, steps, most)
+
+
+def built_to_fragment(steps: int = 10, blocks: int = 8) -> Trace:
+    """A trace built to fragment a caching allocator: each step allocates `blocks` large short-lived blocks, each
+    followed by a small block that lives three steps, and the large sizes grow 15% a step, so the holes the
+    large blocks leave are always a little too small for the next step's. Two streams take turns."""
+    events, nid, small_live = [], 0, []
+    base = [8, 12, 20, 6, 16, 10, 24, 14]
+    for k in range(steps):
+        large = []
+        for i in range(blocks):
+            stream = (k + i) % 2
+            events.append(("a", nid, int(base[i % len(base)] * MiB * 1.15 ** k) // 512 * 512, stream))
+            large.append(nid)
+            events.append(("a", nid + 1, (64 << 10) * (1 + (k * blocks + i) % 7), stream))
+            small_live.append((k + 3, nid + 1))
+            nid += 2
+        events += [("f", b) for b in large]
+        events += [("f", b) for until, b in small_live if until == k]
+        small_live = [(until, b) for until, b in small_live if until != k]
+        events.append(("s",))
+    return Trace("built to fragment", "Python, deterministic: growing large blocks between small long-lived ones", events)
+
+
+def spiky_service(steps: int = 12, spike_every: int = 6, working: int = 256 * MiB) -> Trace:
+    """Lab 7's trace: a service whose steps each need about `working` bytes in blocks of mixed sizes, and whose
+    every `spike_every`-th step also needs a block three times that (a rare large request)."""
+    events, nid = [], 0
+    parts = [3, 1, 4, 1, 5, 9, 2, 6]  # shares of the working set, allocated in this order
+    for k in range(steps):
+        held = []
+        for i, p in enumerate(parts):
+            events.append(("a", nid, working * p // sum(parts) // 512 * 512, i % 2))
+            held.append(nid)
+            nid += 1
+            if i % 3 == 2:  # a block freed in the middle of the step, so the step's blocks overlap
+                events.append(("f", held.pop(0)))
+        if k % spike_every == spike_every - 1:
+            events += [("a", nid, 3 * working, 0), ("f", nid)]
+            nid += 1
+        events += [("f", b) for b in held] + [("s",)]
+    return Trace("spiky service", f"Python, deterministic: {nbytes(working)} a step, 3x that every {spike_every} steps",
+                 events)
+
+
+# -- the replays' records --------------------------------------------------------------------------------------
+def step_us(r: dict) -> float:
+    return med(r["step_us"])
+
+
+# Each replayer's floor: the same loop on one buffer, with no allocator. A Python loop costs more than a C++ one,
+# so an allocator's own cost is its time per step above the floor of its own loop (RMM replays through CuPy arrays).
+FLOORS = {"PyTorch": "one buffer (PyTorch loop)", "CuPy": "one buffer (CuPy loop)", "RMM": "one buffer (CuPy loop)"}
+CUDA_FLOOR = "one buffer (no allocator)"
+
+
+def floor_of(r: dict, results) -> dict | None:
+    want = next((f for prefix, f in FLOORS.items() if r["allocator"].startswith(prefix)), CUDA_FLOOR)
+    return next((f for f in results if f.get("trace") == r.get("trace") and f["allocator"] == want
+                 and not f.get("skipped")), None)
+
+
+def own_us(r: dict, results) -> float:
+    """Time per step above the floor of the same replayer's loop (the whole time where there is no floor)."""
+    f = floor_of(r, results)
+    return step_us(r) - (step_us(f) if f else 0.0)
+
+
+def rows(results: list[dict], trace: Trace) -> list[dict]:
+    """One table row per allocator that replayed `trace` (records with "trace" == its name)."""
+    peak = trace.stats()["peak"]
+    out = []
+    for r in results:
+        if r.get("trace") != trace.name:
+            continue
+        if r.get("skipped"):
+            out.append({"allocator": r["allocator"], "µs per step": "skipped", "note": r["skipped"]})
+            continue
+        out.append({"allocator": r["allocator"], "µs per step": round(step_us(r), 1),
+                    "µs above its loop's floor": round(own_us(r, results), 1),
+                    "peak reserved MiB": round(mib(r["peak_reserved"]), 1),
+                    "peak in use MiB": round(mib(r["peak_in_use"]), 1),
+                    "reserved / trace peak": round(r["peak_reserved"] / peak, 2) if peak else None,
+                    "held after a step, MiB": round(mib(max(r["held"], default=0)), 1),
+                    "grew / shrank (cold)": f"{r['grows']} / {r['shrinks']}",
+                    "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
+                    "note": "" if reported(r) or r["allocator"].startswith("one buffer") else
+                    "reports less reserved than in use: left out of the conclusion"})
+    return out
+
+
+def reported(r: dict) -> bool:
+    """Did the allocator report what it holds? What it holds covers what it hands out; a smaller figure is not it."""
+    return r["peak_reserved"] >= r["peak_in_use"]
+
+
+def measured(results: list[dict], trace: Trace) -> list[dict]:
+    """The replays of `trace` that ran (not skipped) and reported what they hold, excluding the one-buffer floors."""
+    return [r for r in results if r.get("trace") == trace.name and not r.get("skipped") and reported(r)
+            and not r["allocator"].startswith("one buffer")]
+
+
+def table(results, trace: Trace, label: str) -> plots.Table:
+    s = trace.stats()
+    return plots.Table(rows(results, trace), label,
+                       title=f"{trace.name}: {s['events']} events, {s['steps']} steps, peak asked {size(s['peak'])}")
+
+
+def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
+    """Which allocator fits this trace, from the replays: the cheapest (time per step above its loop's floor), the
+    smallest footprint, and the cheapest of those whose peak reserved is within `slack` of the smallest."""
+    done = measured(results, trace)
+    if not done:
+        return f"**{trace.name}**: no allocator replayed it here."
+    cost = {r["allocator"]: own_us(r, results) for r in done}
+    us = lambda r: f"{cost[r['allocator']]:.0f} µs a step above its loop's floor, {step_us(r):.0f} in all"  # noqa: E731
+    fastest = min(done, key=lambda r: cost[r["allocator"]])
+    smallest = min(done, key=lambda r: r["peak_reserved"])
+    fits = min((r for r in done if r["peak_reserved"] <= slack * smallest["peak_reserved"]),
+               key=lambda r: cost[r["allocator"]])
+    peak = trace.stats()["peak"]
+    worst = max(done, key=lambda r: r["peak_reserved"])
+    text = (f"**{trace.name}** on {gpu}: the cheapest is {fastest['allocator']} ({us(fastest)}; peak reserved "
+            f"{size(fastest['peak_reserved'])}); the smallest footprint is {smallest['allocator']} "
+            f"({size(smallest['peak_reserved'])}, {smallest['peak_reserved'] / peak:.2f}× the {size(peak)} the "
+            f"trace asks for at its peak; {us(smallest)}). ")
+    if fits is fastest:
+        text += f"The cheapest is also within {slack:g}× of the smallest footprint: it fits this trace. "
+    else:
+        text += (f"Of the allocators within {slack:g}× of the smallest footprint, {fits['allocator']} is cheapest "
+                 f"({us(fits)}): the cheapest holds {fastest['peak_reserved'] / fits['peak_reserved']:.2f}× its memory "
+                 f"at the peak. ")
+    text += (f"The largest footprint is {worst['allocator']}'s, {worst['peak_reserved'] / peak:.2f}× the trace's peak"
+             + (f", and it took memory from the driver {worst['grows_warm']} times in a warm replay" if
+                worst["grows_warm"] else "") + ".")
+    churn = [r for r in done if r["grows_warm"] > 0 and r["shrinks_warm"] > 0]
+    if churn:
+        text += (" Still taking memory from the driver and giving it back once warm (times taken/given): "
+                 + ", ".join(f"{r['allocator']} ({r['grows_warm']}/{r['shrinks_warm']})" for r in churn) + ".")
+    return text
+
+
+# -- the timeline and the explorer -----------------------------------------------------------------------------
+def timeline(r: dict) -> dict:
+    return {"event": r["timeline_event"], "in_use": r["timeline_in_use"], "reserved": r["timeline_reserved"]}
+
+
+def grid(results) -> dict:
+    """{"trace|allocator": what a timeline needs}, for the explorer."""
+    return {f"{r['trace']}|{r['allocator']}": {**timeline(r), "peak_reserved": r["peak_reserved"],
+                                               "step_us": step_us(r)}
+            for r in results if not r.get("skipped")}
+
+
+def plot_timeline(trace_name: str, allocator: str, data=None, label: str = "", trace: Trace | None = None):
+    """Reserved and in use over one cold replay (the largest value of each span of events), as PyTorch's memory
+    viewer draws it; with `trace`, what the trace itself asks for beside them."""
+    fig, ax = plots.figure(f"{trace_name}: {allocator}", label, size=(8.5, 3.8))
+    ax.fill_between(data["event"], [mib(v) for v in data["reserved"]], step="post", color="C1", alpha=0.3,
+                    label="reserved from the driver")
+    ax.step(data["event"], [mib(v) for v in data["in_use"]], where="post", color="C0", label="in use")
+    if trace is not None:
+        ax.plot(range(len(trace.events)), [mib(v) for v in trace.in_use()], color="0.3", linewidth=0.6,
+                label="asked for by the trace")
+    ax.set_xlabel("event of the trace")
+    ax.set_ylabel("MiB")
+    ax.set_title(f"{data['step_us']:.0f} µs a step, peak reserved {size(data['peak_reserved'])}", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig
+
+
+def explorer(results, traces: dict, label: str):
+    """A widget over the recorded replays: pick a trace and an allocator, see its timeline."""
+    from .. import widgets
+
+    data = grid(results)
+    names = list(traces)
+    every = [{k.split("|", 1)[1] for k in data if k.split("|", 1)[0] == t} for t in names]
+    allocators = [a for a in dict.fromkeys(k.split("|", 1)[1] for k in data) if all(a in e for e in every)]
+    return widgets.Explorer(
+        data, lambda t, a, data=None, label="": plot_timeline(t, a, data, label, traces[t]),
+        {"trace": names, "allocator": allocators}, default=(names[0], allocators[0]),
+        key=lambda t, a: f"{t}|{a}", label=label)

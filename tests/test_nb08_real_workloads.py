@@ -1,0 +1,340 @@
+"""Notebook 08's Python side, without a GPU: the traces (built, read, written, made from what the trace programs
+print), the input-file keys of lesson.run, and the notebook's cells run end to end on canned output.
+
+The canned output comes from a toy model of the replayers written here (a pool that keeps its peak, one that gives
+everything back at a synchronization): its numbers are made up for the test, never recorded, and only exercise the
+cells' tables, conclusions, timeline explorer and assertions, which must fail on a wrong result.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "08_real_workloads.ipynb"
+sys.path.insert(0, str(ROOT))
+import streamalloc as sa  # noqa: E402
+from streamalloc import replay  # noqa: E402
+from streamalloc.lesson import Result  # noqa: E402
+from streamalloc.lessons import real_workloads as W  # noqa: E402
+
+MiB = 1 << 20
+
+
+def cells():
+    return ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def programs():
+    out = {}
+    for src in cells():
+        if src.startswith("%%writefile"):
+            first, _, body = src.partition("\n")
+            out[first.rsplit("/", 1)[1]] = body
+    return out
+
+
+# -- input files in recording keys ---------------------------------------------------------------------------------
+def test_an_input_file_is_keyed_by_its_content_not_its_place(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (a / "t.trace").write_text("a 0 8 0\nf 0\ns\n")
+    (b / "t.trace").write_text("a 0 8 0\nf 0\ns\n")
+    ka = replay.input_args([str(a / "t.trace"), "all", 3], a)
+    kb = replay.input_args(["t.trace", "all", 3], b)  # relative to the lesson's build folder
+    assert ka == kb and ka[0].startswith("t.trace#sha256:") and ka[1:] == ["all", "3"]
+    (b / "t.trace").write_text("a 0 16 0\nf 0\ns\n")
+    assert replay.input_args(["t.trace"], b) != ka[:1], "another content must give another key"
+    assert replay.input_args(["missing.trace", "1.5", "64"], b) == ["missing.trace", "1.5", "64"]
+
+
+def test_lesson_run_records_and_replays_under_the_content_key(tmp_path, monkeypatch):
+    """A recording made with the input file in one folder replays with the same file in another (another machine)."""
+    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(tmp_path / "rec"))
+    m = sa.gpu.Machine(gpu="Test GPU", date="2026-01-01")
+    source = "int main() {}"
+    (tmp_path / "x").mkdir()
+    trace = tmp_path / "x" / "t.trace"
+    trace.write_text("a 0 8 0\nf 0\ns\n")
+    replay.save(m, "l", "p", source, replay.input_args([trace, "all"], tmp_path / "x"), {"stdout": "{\"ok\": 1}\n"})
+    other = tmp_path / "y" / "t.trace"
+    other.parent.mkdir()
+    other.write_text(trace.read_text())
+    run = replay.load("test-gpu", "l", "p", source, replay.input_args([other, "all"], other.parent))
+    assert run["stdout"] == "{\"ok\": 1}\n"
+    other.write_text("a 0 9 0\nf 0\ns\n")
+    with pytest.raises(sa.StaleRecording):
+        replay.load("test-gpu", "l", "p", source, replay.input_args([other, "all"], other.parent))
+
+
+# -- traces --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [W.built_to_fragment, W.spiky_service])
+def test_the_built_traces_are_deterministic_small_and_whole(make, tmp_path):
+    t = make()
+    assert t.events == make().events and len(t.events) <= W.MOST_EVENTS
+    s = t.stats()
+    assert s["steps"] >= 10 and s["streams"] == 2 and s["allocations"] == len([e for e in t.events if e[0] == "a"])
+    assert W.Trace.parse(t.write(tmp_path).read_text()).events == t.events
+    assert s["peak"] < 1100 * MiB, "a trace must fit a 15 GB T4 with room to spare"
+
+
+def test_the_fragmenting_trace_leaves_holes_too_small_for_the_next_step():
+    t = W.built_to_fragment()
+    steps, cur = [], []
+    for e in t.events:
+        if e[0] == "a" and e[2] >= MiB:
+            cur.append(e[2])
+        if e[0] == "s":
+            steps.append(cur)
+            cur = []
+    assert all(max(b) > max(a) for a, b in zip(steps, steps[1:])), "each step's largest block outgrows the last's"
+
+
+def test_the_spiky_trace_has_its_large_requests_every_sixth_step():
+    t = W.spiky_service(12, 6, 256 * MiB)
+    big = [i for i, e in enumerate(t.events) if e[0] == "a" and e[2] == 3 * 256 * MiB]
+    ends = [i for i, e in enumerate(t.events) if e[0] == "s"]
+    assert [sum(1 for e in ends if e < b) for b in big] == [5, 11]
+    assert t.stats()["kept across steps"] == 0
+
+
+def test_a_trace_file_with_a_bad_line_or_a_bad_free_is_refused():
+    with pytest.raises(ValueError, match="line 2"):
+        W.Trace.parse("a 0 8 0\nx 1\n")
+    with pytest.raises(ValueError, match="frees block 3"):
+        W.Trace.parse("a 0 8 0\nf 3\ns\n")
+    with pytest.raises(ValueError, match="still allocated"):
+        W.Trace.parse("a 0 8 0\na 0 8 0\n")
+
+
+def test_address_events_become_blocks_and_streams():
+    steps = [[["alloc", 100, 8, 77], ["free_completed", 5, 8, 77], ["alloc", 200, 16, 99], ["free_completed", 100, 8, 77]],
+             [["alloc", 100, 32, 77], ["free_requested", 100, 32, 77], ["free_completed", 100, 32, 77]]]
+    t = W.from_address_events("t", "test", steps)
+    assert t.events == [("a", 0, 8, 0), ("a", 1, 16, 1), ("f", 0), ("s",), ("a", 2, 32, 0), ("f", 2), ("s",)]
+    assert t.stats()["peak"] == 48  # block 1 lives on into the second step
+
+
+def test_a_long_history_is_cut_to_whole_steps():
+    steps = [[["alloc", i, 8, 0], ["free", i, 8, 0]] for i in range(100)]
+    t = W.from_address_events("t", "test", steps, most=10)
+    assert len(t.events) == 9 and t.events[-1] == ("s",)
+
+
+def test_rmm_s_log_becomes_a_trace():
+    csv = ("Thread,Time,Action,Pointer,Size,Stream\n"
+           "1,00:00:01,allocate,0x7f00,1024,0x1\n1,00:00:02,allocate,0x7f80,2048,0x2\n"
+           "1,00:00:03,deallocate,0x7f00,1024,0x1\n1,00:00:04,deallocate,0x7f80,2048,0x2\n"
+           "1,00:00:05,allocate failure,0x0,1024,0x1\n")
+    t = W.from_rmm_csv("r", "test", csv, [3, 5])  # RMM's documented columns and actions (docs/user_guide/logging.md)
+    assert t.events == [("a", 0, 1024, 0), ("a", 1, 2048, 1), ("f", 0), ("s",), ("f", 1), ("s",)]
+    with pytest.raises(ValueError, match="not an RMM log"):
+        W.from_rmm_csv("r", "test", "a,b\n1,2\n", [1])
+
+
+def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(tmp_path):
+    src = programs()["replay_alloc.py"]
+    ns = {}
+    exec(compile(src[src.index("def read_trace"):src.index("def emit")], "replay_alloc.py", "exec"), ns)
+    t = W.built_to_fragment()
+    name, events = ns["read_trace"](t.write(tmp_path))
+    assert name == t.name and events == t.events
+
+
+def test_the_notebook_writes_its_programs_and_they_parse():
+    assert sorted(programs()) == ["cupy_fft.py", "replay_alloc.py", "replay_trace.cu", "torch_step.py"]
+    for name, src in programs().items():
+        if name.endswith(".py"):
+            compile(src, name, "exec")
+        assert "usage:" in src, name
+
+
+# -- the cells, on canned output -----------------------------------------------------------------------------------
+def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float) -> dict:
+    """A made-up replay record: a pool that keeps its peak (keep) or gives back all that is unused at each step."""
+    use = trace.in_use()
+    reserved, top = [], 0
+    for u in use:
+        top = max(top, u) if keep else u
+        reserved.append(top)
+    ends = [u for u, e in zip(use, trace.events) if e[0] == "s"]
+    held = [max(use) if keep else u for u in ends] * 3
+    changes = lambda r: (sum(b > a for a, b in zip([0] + r, r)), sum(b < a for a, b in zip([0] + r, r)))  # noqa: E731
+    g, s = changes(reserved)
+    return {"allocator": name, "kind": kind, "threshold": 0, "reserve": 0, "trim_every": 0, "trim_to": 0,
+            "steps": len(ends), "events": len(trace.events), "step_us": [us] * (3 * len(ends)), "held": held,
+            "peak_reserved": max(reserved), "peak_in_use": max(use), "grows": g, "shrinks": s,
+            "grows_warm": 0 if keep else g, "shrinks_warm": 0 if keep else s,
+            "timeline_event": list(range(len(use))), "timeline_in_use": use, "timeline_reserved": reserved}
+
+
+class CannedLesson:
+    live, name = False, "08_real_workloads"
+
+    def __init__(self, tmp_path, break_keep=False):
+        self.build = tmp_path
+        self.break_keep = break_keep
+        self.label = "Test GPU, replayed from a canned run"
+        self.figures = {}
+
+    def key_figure(self, name, value, unit="", band=(0.5, 2)):
+        self.figures[name] = value
+
+    def _result(self, name, lines):
+        return Result(name, [], "".join(json.dumps(r) + "\n" for r in lines), "", 0.1, True, self.label)
+
+    def run(self, file, args=(), timeout=120, requires=()):
+        if file == "torch_step.py":
+            steps = [[["alloc", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(4)]
+                     + [["free_completed", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(1, 4)] for k in range(4)]
+            return self._result(file, [{"model": "toy", "torch": "0", "parameters": 1, "lengths": [1, 2, 3, 4]}]
+                                + [{"step": k, "events": e} for k, e in enumerate(steps)])
+        if file == "cupy_fft.py" and args[0] == "hook":
+            return self._result(file, [{"step": k, "events": [["alloc", 5, MiB << k, 1], ["free", 5, MiB << k, 1]]}
+                                       for k in range(4)])
+        if file == "cupy_fft.py":
+            return self._result(file, [{"skipped": "RMM is not installed in this Python (canned)"}])
+        if file == "replay_trace.cu":
+            t = W.Trace.parse(Path(args[0]).read_text())
+            head = {"trace_events": len(t.events), "trace_steps": t.stats()["steps"], "trace_streams": 1,
+                    "trace_peak": t.stats()["peak"]}
+            keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0)
+            if self.break_keep:
+                keep["held"] = [0] * len(keep["held"])
+            return self._result(file, [head, toy(t, "cudaMalloc", "malloc", False, 300.0),
+                                       toy(t, "default pool, threshold 0", "default", False, 200.0), keep,
+                                       toy(t, "explicit pool, peak reserved up front", "explicit", True, 90.0),
+                                       toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0)])
+        assert file == "replay_alloc.py", file
+        lib, paths = args[0], args[1:]
+        out = [{"library": lib, "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
+            if lib.startswith("torch") else []
+        for p in paths:
+            t = W.Trace.parse(Path(p).read_text())
+            if lib == "rmm":
+                out.append({"trace": t.name, "allocator": "RMM pool", "skipped": "RMM is not installed (canned)"})
+            else:
+                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0), "trace": t.name})
+        return self._result(file, out)
+
+
+def run_cells(lesson):
+    ns = {"lesson": lesson, "sa": sa}
+    for i, src in enumerate(cells()):
+        if src.startswith("%%writefile") or "sa.start(" in src:
+            continue
+        exec(compile(src, f"08_real_workloads cell {i}", "exec"), ns)
+    return ns
+
+
+def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
+    lesson = CannedLesson(tmp_path)
+    ns = run_cells(lesson)
+    printed = capsys.readouterr().out
+    assert "No RMM trace" in printed and "RMM is not installed" in printed
+    assert set(ns["traces"]) == {"PyTorch training step", "CuPy FFT pipeline", "built to fragment"}
+    assert len(lesson.figures) == 2 and all(v > 0 for v in lesson.figures.values())
+    t = ns["traces"]["built to fragment"]
+    text = W.conclusion(ns["results"], t, "Test GPU")
+    assert "the cheapest is explicit pool, peak reserved up front (40 µs a step above its loop's floor, 90 in all" in text
+    assert text.count("Test GPU") == 1 and "threshold 0 (" in text  # it gave memory back once warm
+
+
+def test_a_pool_at_uint64_max_that_keeps_nothing_fails_the_cells(tmp_path):
+    with pytest.raises(AssertionError, match="keeps its peak across syncs"):
+        run_cells(CannedLesson(tmp_path, break_keep=True))
+
+
+def test_the_table_marks_a_skipped_allocator():
+    t = W.built_to_fragment()
+    rows = W.rows([{"trace": t.name, "allocator": "RMM pool", "skipped": "not installed"},
+                   {**toy(t, "x", "default", True, 10.0), "trace": t.name}], t)
+    assert rows[0]["µs per step"] == "skipped" and rows[1]["reserved / trace peak"] == 1.0
+
+
+def test_replay_trace_cu_builds(tmp_path):
+    """The replayer compiles with the course's include folder (where nvcc is)."""
+    from streamalloc import cuda, gpu
+    if gpu.nvcc_path() is None:
+        pytest.skip("no nvcc here")
+    src = tmp_path / "replay_trace.cu"
+    src.write_text(programs()["replay_trace.cu"])
+    assert cuda.build(src, arch=cuda.arch_flags("9.0", False)).exists()
+
+
+def test_the_lab_uses_notebook_08_s_replayer_unchanged():
+    lab = ROOT / "solutions" / "lab7_choose_allocator.ipynb"
+    written = {re.sub(r".*/", "", "".join(c["source"]).partition("\n")[0]): "".join(c["source"]).partition("\n")[2]
+               for c in json.loads(lab.read_text())["cells"] if "".join(c["source"]).startswith("%%writefile")}
+    assert written["replay_trace.cu"] == programs()["replay_trace.cu"]
+
+
+@pytest.mark.parametrize("name,args", [("cupy_fft.py", ["hook", "2"]), ("replay_alloc.py", ["cupy", "TRACE"])])
+def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
+    """Without a usable GPU the programs exit non-zero with a message, and print no trace or measurement."""
+    import subprocess
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a GPU is here")
+    except ImportError:
+        pytest.skip("CuPy is not installed")
+    except Exception:
+        pass
+    (tmp_path / name).write_text(programs()[name])
+    args = [str(W.built_to_fragment().write(tmp_path)) if a == "TRACE" else a for a in args]
+    done = subprocess.run([sys.executable, str(tmp_path / name), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "{" not in done.stdout, done
+
+
+class FakeAllocator:
+    """Stands for a library in replay_alloc.py's loop: holds the most it ever had in use (a pool at UINT64_MAX)."""
+
+    name = "fake pool"
+
+    def __init__(self):
+        self.top, self.live, self.closed = 0, 0, False
+
+    def stream(self, i):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def allocate(self, nbytes):
+        return bytearray(1)
+
+    def sync(self):
+        pass
+
+    def in_use(self, live=0):
+        self.live = live
+        self.top = max(self.top, live)
+        return live
+
+    def reserved(self):
+        return self.top
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypatch, capsys):
+    """replay_alloc.py's replay and measure (everything but the libraries) on a stand-in allocator: the in-use curve
+    is the trace's own, the record has every field the lesson module reads, and the tables take it."""
+    src = programs()["replay_alloc.py"]
+    monkeypatch.setattr(sys, "argv", ["replay_alloc.py", "cupy", "unused.trace"])
+    ns = {"__name__": "replay_alloc"}
+    exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+    t = W.built_to_fragment()
+    a = FakeAllocator()
+    out = ns["replay"](t.events, a, True)
+    assert out["in_use"] == t.in_use() and out["shrinks"] == 0 and out["grows"] > 0
+    ns["measure"](t.name, t.events, a)
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert a.closed and record["peak_in_use"] == t.stats()["peak"] and len(record["step_us"]) == 3 * t.stats()["steps"]
+    assert len(record["timeline_event"]) == len(record["timeline_in_use"]) <= 256
+    row = W.rows([record], t)[0]
+    assert row["reserved / trace peak"] == 1.0 and row["grew / shrank (warm)"] == "0 / 0"
