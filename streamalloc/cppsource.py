@@ -429,9 +429,7 @@ def resolve(code: str, name: str, _depth: int = 0) -> str | None:
         name = name[1:-1]
     if _depth > 8 or not _PLAIN.fullmatch(name):
         return None
-    if name in ("0", "NULL", "nullptr", "cudaStreamLegacy", "cudaStreamPerThread") or not re.fullmatch(r"\w+", name):
-        return name
-    if name.isdigit():
+    if name in ("0", "NULL", "nullptr", "cudaStreamLegacy", "cudaStreamPerThread") or name.isdigit():
         return name
     values = set()
     for m in re.finditer(rf"(?<![\w.>*]){re.escape(name)}\s*=(?!=)\s*([^;,{{}}]+?)\s*[;,]", code):
@@ -439,8 +437,10 @@ def resolve(code: str, name: str, _depth: int = 0) -> str | None:
     for m in re.finditer(rf"\b(?:cudaStream_t|cudaEvent_t|cudaMemPool_t|auto)\s*&?\s*{re.escape(name)}\s*[({{]([^;]*?)[)}}]\s*;",
                          code):
         values.add(re.sub(r"\s+", "", m[1]))
-    made = any(re.search(rf"\b{c}\s*\(\s*&\s*{re.escape(name)}\b", code) for c in CREATED_BY)
+    made = any(re.search(rf"\b{c}\s*\(\s*&\s*{re.escape(name)}(?!\w)", code) for c in CREATED_BY)
     values -= {"", "nullptr", "NULL", "{}", "0"} if made else {""}  # set to nothing, then made by the call
+    if "[" in name and (values or not made):
+        return None  # an array's element: only one a cudaXxxCreate made, and nothing else, is known
     if not values:
         return name
     if len(values) > 1 or made:
@@ -636,8 +636,10 @@ class StreamOrder:
         k = self.index(later)
         if k is None or any(self.index(e) is None for e in earlier):
             return False
-        if self.unresolved:
-            return None
+        if self.unresolved:  # certain only within one stream the reading knows: program order
+            stream = self.same[k]["stream"]
+            known = not stream.startswith("?") and all(self.same[self.index(e)]["stream"] == stream for e in earlier)
+            return True if known and all(self.index(e) < k for e in earlier) else None
         return all(self.index(e) in self.before[k] for e in earlier)
 
     def same_stream(self, a: str, b: str) -> bool | None:

@@ -149,6 +149,8 @@ def on_the_kernels_stream(report, code):
             report.cannot_tell(f"whether {api} on `{raw}` is ordered {where} the kernels on s",
                                f"The reading cannot follow {checks.english(order.unresolved)}")
         elif stream == cppsource.DEFAULT_STREAM or cppsource.resolve(code, raw) in OTHER_STREAMS:
+            same = cppsource.resolve(code, raw)
+            raw += f" ({same})" if same and same != raw else ""
             report.wrong(f"{api} is called on {raw}, not on s, the stream the kernels run on: nothing orders it "
                          f"with the kernels, so the buffer can be used before it is allocated or after it is freed "
                          f"({ORDER}); use s")
