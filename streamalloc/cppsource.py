@@ -615,6 +615,7 @@ class StreamOrder:
                         op[key] = _stream(found) if key == "stream" else found
             same.append(op)
         self.same = same
+        self.unresolved = list(dict.fromkeys(self.unresolved))
         self.before = happens_before(same)
 
     def index(self, what: str) -> int | None:
