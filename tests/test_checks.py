@@ -417,3 +417,119 @@ def test_lab3_wrong_results_and_the_sanitizer_report_are_both_said(tmp_path):
 def test_lab3_a_block_never_freed_is_a_leak(tmp_path):
     said = verdict(labchecks.lab3, CannedLesson(tmp_path, LAB3, lab3_run(pool_used_end=4 * MiB)))
     assert "leak: after the loop and a device synchronization the default pool still has 4,194,304 bytes" in said
+
+
+# -- issue 19: a note is not a pass; the reading follows aliases, lambdas and owners, and says what it cannot tell ----
+def finished(report) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report.finish()
+    return out.getvalue()
+
+
+def test_a_note_is_not_a_pass():
+    report = checks.Report("t")
+    report.ok("it compiles")
+    assert finished(report).endswith("\nAll checks passed.\n")
+    report.note("the graph is uploaded into s2, the launches go into s (Guide §16.5.1 advises the same stream)")
+    out = finished(report)
+    assert "All checks passed" not in out
+    assert out.endswith("\nPassed, with a note: the graph is uploaded into s2, the launches go into s (Guide §16.5.1 "
+                        "advises the same stream)\n")
+    report.note("a second one")
+    assert "Passed, with a note: the graph is uploaded into s2, the launches go into s (Guide §16.5.1 advises the " \
+           "same stream); a second one" in finished(report)
+
+
+def test_a_note_beside_what_was_not_verified_is_said_too():
+    report = checks.Report("t")
+    report.note("an upload into another stream")
+    report.unverified("the results", "there is no GPU here")
+    out = finished(report)
+    assert "All checks passed" not in out and "Passed what could be checked here; not verified without a GPU: " \
+           "the results." in out and "With a note: an upload into another stream" in out
+
+
+def test_what_the_reading_cannot_tell_is_never_ok_and_the_run_decides():
+    report = checks.Report("t")
+    report.cannot_tell("whether `streams[0]` is s", "The reading cannot follow `streams[0]`")
+    assert report.marks == [("cannot tell", "whether `streams[0]` is s: cannot tell from the source: the run decides. "
+                                            "The reading cannot follow `streams[0]`")]
+    assert not report.failed and finished(report).endswith("All checks passed.\n")  # the run's findings judged
+
+
+def test_names_are_followed_to_what_they_are():
+    code = ("cudaStream_t a = producer; auto &b = a; cudaStream_t c(b); cudaStream_t t = nullptr;"
+            " CHECK(cudaStreamCreate(&t)); cudaStream_t u = x; u = y; cudaStream_t w = pick(1);"
+            " cudaEvent_t ev[2]; CHECK(cudaEventCreate(&ev[0])); cudaStream_t ss[2] = {s, t}; cudaStream_t p0 = 0;")
+    got = {n: cppsource.resolve(code, n) for n in ("a", "b", "c", "t", "u", "w", "ev[0]", "ev[1]", "ss[1]", "*p", "p0",
+                                                    "producer", "(a)")}
+    assert got == {"a": "producer", "b": "producer", "c": "producer", "t": "t", "u": None, "w": None, "ev[0]": "ev[0]",
+                   "ev[1]": None, "ss[1]": None, "*p": None, "p0": "0", "producer": "producer", "(a)": "producer"}
+
+
+LAMBDA_AND_ALIAS = """
+void f(int n, cudaStream_t producer, cudaStream_t consumer, cudaEvent_t e1, cudaEvent_t e2) {
+    cudaStream_t reader = consumer;
+    auto after = [&](cudaStream_t later, cudaStream_t earlier, cudaEvent_t e) {
+        CHECK(cudaEventRecord(e, earlier));
+        CHECK(cudaStreamWaitEvent(later, e, 0));
+    };
+    for (int i = 0; i < n; ++i) {
+        int *p = nullptr;
+        CHECK(cudaMallocAsync(&p, 4, producer));
+        fill<<<1, 32, 0, producer>>>(p);
+        after(reader, producer, e1);
+        read<<<1, 32, 0, consumer>>>(p);
+        after(producer, reader, e2);
+        CHECK(cudaFreeAsync(p, producer));
+    }
+}
+"""
+
+
+def test_lambdas_and_aliases_are_followed_in_the_stream_order():
+    order = cppsource.StreamOrder(cppsource.inline(LAMBDA_AND_ALIAS, "f"))
+    assert order.ordered_after("read", "cudaMallocAsync", "fill") and order.ordered_after("cudaFreeAsync", "read")
+    assert order.count("cudaEventRecord") == 2 and not order.unresolved
+    swapped = LAMBDA_AND_ALIAS.replace("after(producer, reader, e2)", "after(reader, producer, e2)")
+    assert cppsource.StreamOrder(cppsource.inline(swapped, "f")).ordered_after("cudaFreeAsync", "read") is False
+    unknown = LAMBDA_AND_ALIAS.replace("after(producer, reader, e2)", "after(producer, *which, e2)")
+    order = cppsource.StreamOrder(cppsource.inline(unknown, "f"))
+    assert order.ordered_after("cudaFreeAsync", "read") is None and order.unresolved == ["`*which`"]
+    assert order.ordered_after("fill", "cudaMallocAsync") is True  # one known stream, in program order
+
+
+OWNERS = """
+struct Release { cudaStream_t stream; void operator()(int *p) const { CHECK(cudaFreeAsync(p, stream)); } };
+struct Scratch {
+    int *p = nullptr;
+    cudaStream_t st;
+    Scratch(size_t bytes, cudaStream_t s) : st(s) { CHECK(cudaMallocAsync(&p, bytes, st)); }
+    ~Scratch() { CHECK(cudaFreeAsync(p, st)); }
+};
+void f(int n, cudaStream_t s) {
+    auto drop = [s](int *q) { CHECK(cudaFreeAsync(q, s)); };
+    for (int i = 0; i < n; ++i) {
+        std::unique_ptr<int, Release> a(take(4, s), Release{s});
+        std::unique_ptr<int, decltype(drop)> b(take(4, s), drop);
+        std::unique_ptr<int, Release> c(take(4, s));
+        Scratch d(4, s);
+        use<<<1, 1, 0, s>>>(a.get(), b.get(), c.get(), d.p);
+    }
+}
+"""
+
+
+def test_an_owners_deleter_frees_at_the_end_of_its_block():
+    code = cppsource.inline(OWNERS, "f")
+    frees = [cppsource.call_arguments(code, p) for p in cppsource.calls(code, "cudaFreeAsync")]
+    assert sorted(frees) == [["a", "s"], ["b", "s"], ["c", "c.stream"], ["d.p", "s"]]  # c: its stream is not known
+    use = code.index("use<<<")
+    body = next((a, b) for a, b in cppsource.loop_bodies(code) if a <= use < b)
+    assert all(body[0] <= p < body[1] and p > use for p in cppsource.calls(code, "cudaFreeAsync"))
+    assert [cppsource.call_arguments(code, p) for p in cppsource.calls(code, "cudaMallocAsync")] == [["&d.p", "4", "s"]]
+    assert cppsource.resolve(code, "c.stream") is None
