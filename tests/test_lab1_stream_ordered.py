@@ -5,7 +5,7 @@ said live and in replay alike; a `live_only` answer passes that reading and only
 run-time verdict is also tested on canned output in tests/test_checks.py). Each wrong answer is valid
 CUDA: only the check catches it.
 """
-import pytest  # noqa: I001
+import pytest
 
 from labcheck import LIVE, Lab, in_function, live_only, regions
 
@@ -187,7 +187,6 @@ def test_freeing_on_a_stream_not_ordered_after_the_work():
 # Each answer goes through labchecks.lab1 with the output a GPU's run of it would print (CannedLesson): where the
 # reading decides, the words asserted are the reading's; where only the run can tell, the canned run is what the
 # probe shows, and a live_only test below runs the answer through the notebook on a GPU.
-import importlib  # noqa: E402
 
 from labcheck import CLEAN, CannedLesson, canned_measure  # noqa: E402
 from streamalloc import checks, labchecks, sanitizer  # noqa: E402

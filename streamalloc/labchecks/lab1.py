@@ -5,8 +5,6 @@ solutions/lab1_stream_ordered.ipynb.
 """
 from __future__ import annotations
 
-import re
-
 from .. import checks, cppsource, measure, sanitizer
 from .common import SYNCS, leaked, show, within_limit
 
