@@ -263,7 +263,7 @@ ANSWERS_WRONG = {  # name: (edit, what its run prints, words the verdict must ho
         body("cudaStream_t done_on = cudaStreamPerThread;\nCHECK(cudaMallocAsync(&buf, bytes, s));\n"
              "compute(buf, in, n, it, out + it, s);\nCHECK(cudaFreeAsync(buf, done_on));"),
         run_lines(free_waits=False), ["the free does not wait for the kernels",
-                                      "cudaFreeAsync is called on done_on, not on s"], "reading"),
+                                      "cudaFreeAsync is called on done_on (cudaStreamPerThread), not on s"], "reading"),
     "cudaFree with no wait": (
         lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFree(buf));"]),
         run_lines(free_waits=False), ["cudaFree is still called inside the loop"], "reading"),
