@@ -271,3 +271,16 @@ def test_a_lessons_programs_are_built_beside_its_run_folder(course, tmp_path, mo
     (lesson.build / "x.cu").write_text("int main() {}\n")
     lesson.compile("x.cu")
     assert seen["out"] == lesson.bin == lesson.build.parent / "bin"
+
+
+@pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")
+def test_a_header_written_beside_a_program_is_part_of_its_build(tmp_path, monkeypatch):
+    """Runs share a notebook's bin/ (keyed by content): a header the program includes from its own folder is part of
+    that content, so another run's header can never give it another run's program."""
+    monkeypatch.setenv("STREAMALLOC_ARCH", "sm_90")
+    (tmp_path / "k.h").write_text("#define K 1\n")
+    src = tmp_path / "p.cu"
+    src.write_text('#include "k.h"\nint main() { return K - 1; }\n')
+    first = cuda.build(src, out_dir=tmp_path / "bin")
+    (tmp_path / "k.h").write_text("#define K 2\n")
+    assert cuda.build(src, out_dir=tmp_path / "bin") != first
