@@ -399,9 +399,11 @@ def test_report_sanitize_says_what_the_sanitizer_found(tmp_path):
 
 
 def lab3_run(pool_used_end=0, bad=False):
-    per_iter = [{"iter": it, "errors": 0, "first_bad": -1, "expected": 0, "got": 0} for it in range(16)]
+    clock = {"read_after_fill_us": 12.0, "same_block_next": True, "next_fill_after_read_us": 3.0}
+    per_iter = [{"iter": it, "errors": 0, "first_bad": -1, "expected": 0, "got": 0, **clock} for it in range(16)]
     if bad:
-        per_iter[5] = {"iter": 5, "errors": 1000, "first_bad": 3, "expected": 6003, "got": 7003}  # iteration 6's
+        per_iter[5] = {"iter": 5, "errors": 1000, "first_bad": 3, "expected": 6003, "got": 7003,  # iteration 6's
+                       **clock, "next_fill_after_read_us": -190.0}
     total = {"n": 1 << 20, "iters": 16, "fill_us": 2000, "consume_us": 200, "bad_iters": int(bad),
              "errors": 1000 * bad, "same_block": 15, "pool_used_end": pool_used_end}
     return per_iter + [total]
@@ -410,6 +412,8 @@ def lab3_run(pool_used_end=0, bad=False):
 def test_lab3_wrong_results_and_the_sanitizer_report_are_both_said(tmp_path):
     said = verdict(labchecks.lab3, CannedLesson(tmp_path, LAB3, lab3_run(bad=True), RACE_REPORT))
     assert "results: 1 of 16 iterations wrong" in said and "iteration 6's value" in said and "TODO 2" in said
+    assert "order (GPU clock): the next iteration's fill began writing into the same block before the consumer had " \
+           "finished reading it in 1 of 16 iterations that reused the block (iteration 5: 190.0 µs before)" in said
     assert "compute-sanitizer found 2 error(s)" in said
     assert verdict(labchecks.lab3, CannedLesson(tmp_path, LAB3, lab3_run())) == ""
 

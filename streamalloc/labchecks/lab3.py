@@ -24,6 +24,7 @@ def lab3(lesson) -> None:
     res = report.run(FILE, ARGS, timeout=60, what="the results")
     if res is not None:
         results(report, res)
+        gpu_clock_order(report, res.records)
         every_block_freed(report, res.records)
     report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, timeout=180, clean="no stream-ordered race",
                     errors=", such as an access to buf not ordered after its allocation or before its free")
@@ -73,6 +74,32 @@ def results(report, res):
         report.wrong(f"results: {len(bad)} of {total['iters']} iterations wrong ({total['errors']:,} elements). "
                      f"First: iteration {r['iter']}, element {r['first_bad']}: expected {r['expected']}, "
                      f"got {r['got']}, {what_was_read(r['got'], r['iter'], r['first_bad'])}; {reuse}")
+
+
+def gpu_clock_order(report, records):
+    """The order on the GPU's clock, whatever the data showed: each consumer's first read after its fill's last value
+    (TODO 1), and, where the next iteration got the same block, the next fill's first mark after this consumer's last
+    read (TODO 2)."""
+    per_iter = [r for r in records if "iter" in r]
+    early = [r for r in per_iter if r["read_after_fill_us"] < 0]
+    reused = [r for r in per_iter if r["same_block_next"]]
+    overwritten = [r for r in reused if r["next_fill_after_read_us"] < 0]
+    if early:
+        r = min(early, key=lambda r: r["read_after_fill_us"])
+        report.wrong(f"order (GPU clock): the consumer started reading before its fill had written the values in "
+                     f"{len(early)} of {len(per_iter)} iterations (iteration {r['iter']}: "
+                     f"{-r['read_after_fill_us']:,.1f} µs before): it does not wait for the fill (TODO 1; {ORDER})")
+    if overwritten:
+        r = min(overwritten, key=lambda r: r["next_fill_after_read_us"])
+        report.wrong(f"order (GPU clock): the next iteration's fill began writing into the same block before the "
+                     f"consumer had finished reading it in {len(overwritten)} of {len(reused)} iterations that reused "
+                     f"the block (iteration {r['iter']}: {-r['next_fill_after_read_us']:,.1f} µs before): the free does "
+                     f"not wait for the read (TODO 2; {ORDER})")
+    if not early and not overwritten:
+        first = min(r["read_after_fill_us"] for r in per_iter)
+        report.ok(f"order (GPU clock): every consumer started reading after its fill's last value (at least "
+                  f"{first:,.1f} µs after), and no fill wrote into a block before its previous reader was done "
+                  f"({len(reused)} of {len(per_iter) - 1} iterations reused the block)")
 
 
 def every_block_freed(report, records):
