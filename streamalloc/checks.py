@@ -8,11 +8,14 @@
     report.sanitize("pipeline.cu", args)         # what compute-sanitizer finds
     report.finish()                              # prints the findings and the verdict
 
-Each finding is marked `ok`, `WRONG`, `note` (an explanation, such as "cannot tell from the source": the
-results decide) or `not verified` (with why). The verdict, in finish():
+Each finding is marked `ok`, `WRONG`, `note` (the code departs from what the guide advises, e.g. an upload
+into another stream than the launches), `cannot tell` (what the source reading cannot tell: "cannot tell from
+the source: the run decides"; the run's findings judge it) or `not verified` (with why). The verdict, in
+finish():
 
 * anything WRONG: LabIncomplete, listing it;
-* everything verified: "All checks passed.";
+* a note: "Passed, with a note: ...", never "All checks passed." (with what was not verified, if anything);
+* no note, everything verified: "All checks passed.";
 * something not verified (in replay, a run of code other than the recorded solution's; no nvcc; no
   compute-sanitizer): for the learner's own code, "Passed what could be checked here; not verified without
   a GPU: ...", never "All checks passed"; for the course's own solution (the file is the one in
@@ -32,7 +35,8 @@ from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, 
                      StaleRecording)
 
 REPO = Path(__file__).resolve().parent.parent
-OK, WRONG, NOTE, UNVERIFIED = "ok", "WRONG", "note", "not verified"
+OK, WRONG, NOTE, UNVERIFIED, CANNOT_TELL = "ok", "WRONG", "note", "not verified", "cannot tell"
+RUN_DECIDES = "cannot tell from the source: the run decides"
 
 
 class LabIncomplete(CourseError):
@@ -47,7 +51,7 @@ class Unverified(CourseError):
 
 @dataclasses.dataclass
 class Finding:
-    mark: str  # OK, WRONG, NOTE or UNVERIFIED
+    mark: str  # OK, WRONG, NOTE, CANNOT_TELL or UNVERIFIED
     text: str
     what: str = ""  # for UNVERIFIED: what was not verified, in a few words
     cause: Exception | None = None  # for UNVERIFIED: the error that stopped it
@@ -81,8 +85,14 @@ class Report:
         self.items.append(Finding(WRONG, text))
 
     def note(self, text: str):
-        """An explanation that is neither right nor wrong, e.g. what the source reading cannot tell."""
+        """Where the code departs from what the guide advises without being wrong: the verdict is then "Passed,
+        with a note: ...", never "All checks passed."."""
         self.items.append(Finding(NOTE, text))
+
+    def cannot_tell(self, what: str, why: str = ""):
+        """What the source reading cannot tell: "<what>: cannot tell from the source: the run decides" (and why).
+        Never ok: the run's findings (results, pool statistics, the sanitizer) judge it."""
+        self.items.append(Finding(CANNOT_TELL, f"{what}: {RUN_DECIDES}" + (f". {why}" if why else "")))
 
     def unverified(self, what: str, why: str, cause: Exception | None = None):
         self.items.append(Finding(UNVERIFIED, f"{what}: {why}", what, cause))
@@ -284,8 +294,9 @@ class Report:
             wrong = [f.text.splitlines()[0] for f in self.items if f.mark == WRONG]
             raise LabIncomplete(f"{len(wrong)} thing(s) still wrong: " + "; ".join(wrong))
         unverified = [f for f in self.items if f.mark == UNVERIFIED]
+        notes = "; ".join(f.text.splitlines()[0] for f in self.items if f.mark == NOTE)
         if not unverified:
-            print("\nAll checks passed.")
+            print(f"\nPassed, with a note: {notes}" if notes else "\nAll checks passed.")
             return
         whats = "; ".join(dict.fromkeys(f.what for f in unverified))
         live = getattr(self.lesson, "live", False)
@@ -300,5 +311,6 @@ class Report:
                        + (f"\n{NVCC_HELP}" if isinstance(cause, NvccNotFound) else ""))
         nvcc = any(isinstance(f.cause, NvccNotFound) for f in unverified)
         print(f"\nPassed what could be checked here; not verified {'here' if live else 'without a GPU'}: {whats}."
+              + (f"\nWith a note: {notes}" if notes else "")
               + (f"\n{NVCC_HELP}" if nvcc else "")
               + ("" if live else "\nRun this lab on a GPU (live mode) for the rest of the check."))

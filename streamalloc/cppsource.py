@@ -195,19 +195,27 @@ def inline(src: str, name: str, depth: int = 3) -> str:
     """The function `name`, with the body of every function of the same file that it calls (and that those
     call, `depth` levels deep) written in front of the statement that calls it (the two in one block), its
     parameters replaced by the arguments of the call. So a cudaMallocAsync inside a helper called in a loop stands in that loop,
-    on the stream the caller passed. '' if the file does not define `name`."""
+    on the stream the caller passed. Lambdas the function defines are read the same way where they are called (their
+    definitions left out), and an owner object whose deleter or destructor frees (a std::unique_ptr with a deleter, a
+    struct with a destructor) has that body written at the end of the block it is declared in, where C++ runs it
+    (a constructor's body where it is declared), with the members it was given; a member the reading cannot follow
+    stays `owner.member`, which no check takes for a stream it knows. '' if the file does not define `name`."""
     code = strip_comments(src)
     defs = functions(code)
     if name not in defs:
         return ""
-    return _inline(code, code[defs[name][1]:defs[name][2]], defs, depth, {name})
+    text, lambdas = _lambdas(code[defs[name][1]:defs[name][2]])
+    text = _inline(code, text, defs, depth, {name}, lambdas)
+    return _owners(code, text, lambdas)
 
 
-def _inline(code: str, text: str, defs: dict, depth: int, seen: set) -> str:
+def _inline(code: str, text: str, defs: dict, depth: int, seen: set, lambdas: dict | None = None) -> str:
     if depth == 0:
         return text
     inserts = {}  # (start, end) of a calling statement: the inlined bodies of the helpers it calls
-    for helper, (params, start, end) in defs.items():
+    helpers = {h: (params, code[code.index("{", start + len(h)):end]) for h, (params, start, end) in defs.items()}
+    helpers.update(lambdas or {})
+    for helper, (params, whole) in helpers.items():
         if helper in seen:
             continue
         for m in re.finditer(rf"(?<![\w.>]){re.escape(helper)}\s*\(", text):
@@ -215,8 +223,7 @@ def _inline(code: str, text: str, defs: dict, depth: int, seen: set) -> str:
                          text[:m.start()]):
                 continue  # a declaration, not a call
             args = call_arguments(text, m.start())
-            body = code[code.index("{", start + len(helper)):end]
-            body = _inline(code, body, defs, depth - 1, seen | {helper})
+            body = _inline(code, whole, defs, depth - 1, seen | {helper}, lambdas)
             for p, a in zip(params, args):
                 if p:
                     body = re.sub(rf"\b{re.escape(p)}\b", lambda _m, a=a: a, body)
@@ -264,6 +271,183 @@ def _after_keyword(text: str, start: int) -> int:
     """`start`, or past an else or do that begins the statement there (its body is the statement)."""
     m = re.match(r"\s*(else|do)\b", text[start:])
     return _after_keyword(text, start + m.end()) if m else start
+
+
+_LAMBDA = re.compile(r"\b(?:const\s+)?(?:auto|std::function\s*<[^;{}]*?>)\s*&?\s*(\w+)\s*=\s*\[[^\]]*\]\s*"
+                     r"\(([^)]*)\)\s*(?:mutable\s*)?(?:->\s*[\w:<>\s*&]+?)?\s*\{")
+
+
+def _lambdas(text: str) -> tuple[str, dict]:
+    """The text with its lambda definitions (`auto name = [...](params) { body };`) left out, and {name: (parameter
+    names, body in braces)}."""
+    found = {}
+    while True:
+        m = _LAMBDA.search(text)
+        if not m:
+            return text, found
+        end = _closing(text, m.end() - 1, "{", "}")
+        params = [_parameter_name(p) for p in split_arguments(m[2]) if p.strip() != "void"]
+        found[m[1]] = (params, text[m.end() - 1:end])
+        stop = end + (text[_skip_space(text, end):_skip_space(text, end) + 1] == ";") + (_skip_space(text, end) - end)
+        text = text[:m.start()] + " " * (stop - m.start()) + text[stop:]  # offsets elsewhere stay as they were
+
+
+def _structs(code: str) -> dict:
+    """The file's structs and classes: name -> {"members": [field names in order], "ctor": (params, {member: param}, body),
+    "dtor": body, "call": (params, body)} (operator()), the parts it has."""
+    found = {}
+    for m in re.finditer(r"\b(?:struct|class)\s+(\w+)\s*(?::[^{;]*)?\{", code):
+        name, end = m[1], _closing(code, m.end() - 1, "{", "}")
+        body, info = code[m.end():end - 1], {}
+        flat, i = "", 0  # the body with every nested block (a method's body) left out
+        while i < len(body):
+            if body[i] == "{":
+                i = _closing(body, i, "{", "}")
+                flat += ";"
+                continue
+            flat += body[i]
+            i += 1
+        members = []
+        for decl in flat.split(";"):  # the fields: declarations without parentheses, at the struct's own level
+            decl = re.sub(r"\b(?:public|private|protected)\s*:", "", decl).split("=")[0].strip()
+            if decl and "(" not in decl and len(re.findall(r"\w+", decl)) >= 2:
+                members += [n.strip().lstrip("*&").strip() for n in decl.split(",")[1:]]
+                members.append(re.findall(r"\w+", decl.split(",")[0])[-1])
+        members = [n for n in dict.fromkeys(members) if re.fullmatch(r"\w+", n)]
+        info["members"] = members
+        ctor = re.search(rf"(?<![~\w]){re.escape(name)}\s*\(([^)]*)\)\s*(?::([^{{]*))?\{{", body)
+        if ctor:
+            params = [_parameter_name(p) for p in split_arguments(ctor[1])]
+            init = {a: b.strip() for a, b in re.findall(r"(\w+)\s*[({]([^)}]*)[)}]", ctor[2] or "")}
+            info["ctor"] = (params, init, body[ctor.end() - 1:_closing(body, ctor.end() - 1, "{", "}")])
+        dtor = re.search(rf"~{re.escape(name)}\s*\(\s*\)\s*(?:noexcept\s*)?\{{", body)
+        if dtor:
+            info["dtor"] = body[dtor.end() - 1:_closing(body, dtor.end() - 1, "{", "}")]
+        call = re.search(r"\boperator\s*\(\s*\)\s*\(([^)]*)\)\s*(?:const\s*)?(?:noexcept\s*)?\{", body)
+        if call:
+            info["call"] = ([_parameter_name(p) for p in split_arguments(call[1])],
+                            body[call.end() - 1:_closing(body, call.end() - 1, "{", "}")])
+        found[name] = info
+    return found
+
+
+def _members(struct: dict, owner: str, made: str | None) -> dict:
+    """{member: what it holds} for an object made by `made` (the text in the brackets of `T{a, b}` or `T(a, b)`, None if
+    not known): aggregate members in order, or a constructor's initializers; a member not followed is `owner.member`."""
+    values = {m: f"{owner}.{m}" for m in struct["members"]}
+    if made is None:
+        return values
+    args = split_arguments(made)
+    if "ctor" in struct:
+        params, init, _ = struct["ctor"]
+        given = dict(zip(params, args))
+        for member, expr in init.items():
+            if member in values:
+                values[member] = given.get(expr.strip(), values[member]) if re.fullmatch(r"\w+", expr.strip()) \
+                    else values[member]
+    else:
+        values.update(dict(zip(struct["members"], args)))
+    return values
+
+
+def _substitute(body: str, names: dict) -> str:
+    for name, value in names.items():
+        if name:
+            body = re.sub(rf"(?<![\w.>]){re.escape(name)}\b", lambda _m, v=value: v, body)
+    return body
+
+
+def _owners(code: str, text: str, lambdas: dict) -> str:
+    """`text` with the deleter or destructor of each owner object it declares written at the end of its block."""
+    structs = {n: s for n, s in _structs(code).items() if "dtor" in s or "call" in s or "ctor" in s}
+    inserts = []  # (offset, text)
+    unique = re.compile(r"(?:std::)?unique_ptr\s*<[^;]*?,\s*(?:decltype\s*\(\s*(?P<lam>\w+)\s*\)|(?P<del>\w+))\s*>\s*"
+                        r"(?:(?P<var>\w+)\s*[({](?P<args>[^;]*)[)}]\s*;|\((?P<args2>[^;]*)\)\s*;)")
+    for m in unique.finditer(text):
+        var = m["var"] or _declared_name(text, m.start())
+        args = split_arguments(m["args"] if m["var"] else m["args2"])
+        if not var:
+            continue
+        if m["lam"] and m["lam"] in lambdas:
+            params, body = lambdas[m["lam"]]
+            body = _substitute(body, dict(zip(params, [var])))
+        elif m["del"] in structs and "call" in structs[m["del"]]:
+            s = structs[m["del"]]
+            made = re.fullmatch(rf"{re.escape(m['del'])}\s*[({{](.*)[)}}]", args[1].strip(), re.S) if len(args) > 1 else None
+            params, body = s["call"]
+            body = _substitute(_substitute(body, dict(zip(params, [var]))),
+                               _members(s, var, made[1] if made else None if len(args) > 1 else ""))
+        else:
+            continue
+        inserts.append((_block_end(text, m.start()), body))
+    for name, s in structs.items():
+        for m in re.finditer(rf"(?<![\w:<]){re.escape(name)}\s+(\w+)\s*(?:[({{](.*?)[)}}]|=\s*{re.escape(name)}\s*[({{](.*?)[)}}])?\s*;",
+                             text):
+            made = m[2] if m[2] is not None else m[3] if m[3] is not None else ""
+            values = _members(s, m[1], made)
+            if "ctor" in s:
+                params, _, body = s["ctor"]
+                ctor_values = {**values, **dict(zip(params, split_arguments(made)))}
+                inserts.append((_statement_start(text, m.start()), _substitute(body, ctor_values)))
+            if "dtor" in s:
+                inserts.append((_block_end(text, m.start()), _substitute(s["dtor"], values)))
+    for at, body in sorted(inserts, key=lambda x: -x[0]):
+        text = text[:at] + " " + body + " " + text[at:]
+    return text
+
+
+def _declared_name(text: str, pos: int) -> str | None:
+    """The name declared by `auto name = <expression at pos>`."""
+    m = re.search(r"(\w+)\s*=\s*$", text[:pos])
+    return m[1] if m else None
+
+
+def _block_end(text: str, pos: int) -> int:
+    """The offset of the } that closes the block holding offset `pos` (len(text) if none)."""
+    depth = 0
+    for i in range(pos - 1, -1, -1):
+        depth += text[i] == "}"
+        depth -= text[i] == "{"
+        if depth < 0:
+            return _closing(text, i, "{", "}") - 1
+    return len(text)
+
+
+CREATED_BY = ("cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority", "cudaEventCreate",
+              "cudaEventCreateWithFlags", "cudaMemPoolCreate", "cudaDeviceGetDefaultMemPool", "cudaDeviceGetMemPool",
+              "cudaIpcOpenEventHandle", "cudaMemPoolImportFromShareableHandle")
+_PLAIN = re.compile(r"\w+(?:\s*\[\s*\d+\s*\])?")
+
+
+def resolve(code: str, name: str, _depth: int = 0) -> str | None:
+    """What a stream, event or pool named in `code` is, following the names given to it (`cudaStream_t a =
+    producer;`, `auto &e = filled;`, transitively): the name it was first given, or the name itself (a parameter, a
+    variable a cudaXxxCreate makes, an array element with a constant index). None where the reading cannot tell:
+    an expression (`*p`, `v[i]`, a call), a name given more than one value, or one made and also assigned."""
+    name = re.sub(r"\s+", "", name.strip())
+    while name.startswith("(") and name.endswith(")") and _closing(name, 0, "(", ")") == len(name):
+        name = name[1:-1]
+    if _depth > 8 or not _PLAIN.fullmatch(name):
+        return None
+    if name in ("0", "NULL", "nullptr", "cudaStreamLegacy", "cudaStreamPerThread") or name.isdigit():
+        return name
+    values = set()
+    for m in re.finditer(rf"(?<![\w.>*]){re.escape(name)}\s*=(?!=)\s*([^;,{{}}]+?)\s*[;,]", code):
+        values.add(re.sub(r"\s+", "", m[1]))
+    for m in re.finditer(rf"\b(?:cudaStream_t|cudaEvent_t|cudaMemPool_t|auto)\s*&?\s*{re.escape(name)}\s*[({{]([^;]*?)[)}}]\s*;",
+                         code):
+        values.add(re.sub(r"\s+", "", m[1]))
+    made = any(re.search(rf"\b{c}\s*\(\s*&\s*{re.escape(name)}(?!\w)", code) for c in CREATED_BY)
+    values -= {"", "nullptr", "NULL", "{}", "0"} if made else {""}  # set to nothing, then made by the call
+    if "[" in name and (values or not made):
+        return None  # an array's element: only one a cudaXxxCreate made, and nothing else, is known
+    if not values:
+        return name
+    if len(values) > 1 or made:
+        return None
+    value = values.pop()
+    value = re.sub(r"^\(\s*cudaStream_t\s*\)", "", value)
+    return resolve(code, value, _depth + 1)
 
 
 def aliases(code: str, value: str) -> set[str]:
@@ -416,7 +600,23 @@ class StreamOrder:
 
     def __init__(self, src: str, loop_with: str = "cudaFreeAsync"):
         self.ops = stream_ops(src, loop_with)
-        self.before = happens_before(self.ops)
+        code = strip_comments(src)
+        self.unresolved = []  # "`expr`": streams and events whose identity the reading cannot tell
+        same = []  # the ops with each stream and event named by what it is (resolve): aliases are one stream
+        for k, op in enumerate(self.ops):
+            op = dict(op)
+            for key in ("stream", "event"):
+                if key in op and op[key] != DEFAULT_STREAM:
+                    found = resolve(code, op[key])
+                    if found is None:
+                        self.unresolved.append(f"`{op[key]}`")
+                        op[key] = f"?{k}"  # unknown: the same as nothing else
+                    else:
+                        op[key] = _stream(found) if key == "stream" else found
+            same.append(op)
+        self.same = same
+        self.unresolved = list(dict.fromkeys(self.unresolved))
+        self.before = happens_before(same)
 
     def index(self, what: str) -> int | None:
         return next((k for k, op in enumerate(self.ops) if op["what"] == what), None)
@@ -431,7 +631,21 @@ class StreamOrder:
         k = self.index(what)
         return None if k is None else self.ops[k]["stream"]
 
-    def ordered_after(self, later: str, *earlier: str) -> bool:
-        """Does `later` start only once every one of `earlier` has finished (False if one is missing)?"""
+    def ordered_after(self, later: str, *earlier: str) -> bool | None:
+        """Does `later` start only once every one of `earlier` has finished (False if one is missing)? None where
+        the reading cannot tell: a stream or event in the loop is one it cannot resolve (self.unresolved)."""
         k = self.index(later)
-        return k is not None and all(self.index(e) in self.before[k] for e in earlier)
+        if k is None or any(self.index(e) is None for e in earlier):
+            return False
+        if self.unresolved:  # certain only within one stream the reading knows: program order
+            stream = self.same[k]["stream"]
+            known = not stream.startswith("?") and all(self.same[self.index(e)]["stream"] == stream for e in earlier)
+            return True if known and all(self.index(e) < k for e in earlier) else None
+        return all(self.index(e) in self.before[k] for e in earlier)
+
+    def same_stream(self, a: str, b: str) -> bool | None:
+        """Do operations `a` and `b` run on the same stream (aliases followed)? None where the reading cannot tell."""
+        if self.unresolved:
+            return None
+        ka, kb = self.index(a), self.index(b)
+        return None if ka is None or kb is None else self.same[ka]["stream"] == self.same[kb]["stream"]

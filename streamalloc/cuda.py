@@ -127,7 +127,9 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
     cmd_flags = [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
     text = source.read_text()
-    digest = hashlib.sha256("\0".join([text, headers_text(), *cmd_flags]).encode()).hexdigest()[:16]
+    beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
+              if (source.parent / h).is_file()]  # a header written beside it is part of the program
+    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *cmd_flags]).encode()).hexdigest()[:16]
     out_dir = Path(out_dir) if out_dir else source.parent / "bin"
     exe = out_dir / f"{source.stem}-{digest}"
     if exe.is_file():

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib.util
 import inspect
 import json
 import os
 import re
+import secrets
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -64,7 +67,8 @@ class Lesson:
         if not self.here.gpu and not self.mode.live and os.environ.get("STREAMALLOC_MODE", "").strip().lower() != "replay" \
                 and not cuda.driver_present():
             self.mode = gpu.Mode(False, "no GPU found (this machine has no NVIDIA driver)")
-        self.build = REPO / "build" / "cuda" / Path.cwd().name / name
+        self.build = build_folder(name)  # this notebook's, this process's: its %%writefile cells write here
+        self.bin = self.build.parent / "bin"  # the notebook's built programs, keyed by their content
         self.build.mkdir(parents=True, exist_ok=True)
         self.reference_gpu = replay.reference()
         self._programs: dict[str, str] = {}  # key source -> program_sha, for what key_source() made
@@ -111,7 +115,7 @@ class Lesson:
         arch = cuda.arch_flags(self.machine.compute_capability, self.live)
         if not self.live and gpu.nvcc_path() is None:
             return None
-        return cuda.build(self.source(file), flags=list(flags), arch=arch)
+        return cuda.build(self.source(file), flags=list(flags), arch=arch, out_dir=self.bin)
 
     def build_ahead(self, notebook: Path | None = None) -> dict:
         """Build every CUDA program the notebook's %%writefile cells write, all at once (one per CPU core), so
@@ -131,7 +135,7 @@ class Lesson:
         t0 = time.perf_counter()
         jobs = min(len(paths), os.cpu_count() or 1)
         line = display_line(f"Building this notebook's CUDA programs ahead ({len(paths)}, {jobs} at a time) ...")
-        results = cuda.build_all(paths, arch=arch, out_dir=self.build / "bin", jobs=jobs,
+        results = cuda.build_all(paths, arch=arch, out_dir=self.bin, jobs=jobs,
                                  done=lambda n, of: line(f"Building this notebook's CUDA programs ahead: {n} of {of} built ..."))
         failed = sorted(p.name for p, r in results.items() if isinstance(r, Exception))
         line(f"Built this notebook's CUDA programs ahead ({len(paths) - len(failed)}) in {time.perf_counter() - t0:.1f} s"
@@ -370,6 +374,38 @@ def notebook_file(name: str) -> Path | None:
         return Path.cwd() / f"{name}.ipynb"
     found = [p for p in (REPO / folder / f"{name}.ipynb" for folder in ("notebooks", "labs", "solutions")) if p.is_file()]
     return found[0] if len(found) == 1 else None
+
+
+_RUN = f"run-{os.getpid()}-{secrets.token_hex(3)}"  # this process: its own sources, never another run's
+
+
+def build_folder(name: str) -> Path:
+    """Where a lesson's %%writefile cells write: build/cuda/<name>-<key>/run-<pid>-<token>/. The key is a short hash
+    of the open notebook's path (Jupyter's JPY_SESSION_NAME, else the notebook of that name in the kernel's
+    folder, else the folder and the name), so a lab and its solution, or two copies of a lab, never share a folder;
+    the run folder is this process's, so two runs at once never read each other's sources. Their built programs
+    (bin/ beside it, named by a hash of their text) are shared by the notebook's runs. Run folders of processes that
+    have ended are removed."""
+    here = Path.cwd().resolve()
+    session = os.environ.get("JPY_SESSION_NAME", "")
+    notebook = here / session if session.endswith(".ipynb") else here / f"{name}.ipynb"
+    key = hashlib.sha256(f"{notebook}\0{name}".encode()).hexdigest()[:10]
+    folder = REPO / "build" / "cuda" / f"{name}-{key}"
+    for old in folder.glob("run-*"):
+        pid = old.name.split("-")[1]
+        if old.name != _RUN and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return folder / _RUN
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it is there
+        return True
+    return True
 
 
 WRITEFILE = re.compile(r"%%writefile\s+\{lesson\.build\}/(?P<file>[\w.-]+)\s*")

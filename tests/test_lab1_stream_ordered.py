@@ -141,7 +141,8 @@ def test_a_stream_the_check_cannot_resolve_is_not_checked_not_wrong():
                                              "CHECK(cudaFreeAsync(buf, streams[0]));"]),
                                  FUNCTION, "    for (int it", "    cudaStream_t streams[1] = {s};\n    for (int it")
     check = LAB.passes("a stream from an array", edit)
-    assert "cudaMallocAsync is called on `streams[0]`: the check cannot tell" in check.printed, check.printed
+    assert "whether cudaMallocAsync on `streams[0]` is ordered before the kernels on s: cannot tell from the " \
+           "source: the run decides" in check.printed, check.printed
 
 
 @live_only
@@ -170,14 +171,206 @@ def test_freeing_only_the_last_buffer_is_a_leak():
 
 
 def test_freeing_on_a_stream_not_ordered_after_the_work():
-    """issue 10: cudaFreeAsync(buf, t) on a stream of its own. The reading cannot tell what t is (a note); live,
-    compute-sanitizer reports a use of buf not ordered before its free."""
+    """issue 10: cudaFreeAsync(buf, t) on a stream of its own. issue 19: t is made in the loop and no event orders it,
+    so the reading can tell (live, compute-sanitizer and the probe show it too)."""
     edit = lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",  # noqa: E731
                                  "cudaStream_t t;\nCHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));\n"
                                  "CHECK(cudaFreeAsync(buf, t));  // not ordered after the kernels on s\n"
                                  "CHECK(cudaStreamDestroy(t));"])
+    check = LAB.rejected("freed on another stream", edit, "cudaFreeAsync is called on `t`, and nothing orders it",
+                         built=True)
     if LIVE:
-        check = LAB.rejected("freed on another stream", edit, "compute-sanitizer found", built=True)
-    else:
-        check = LAB.passes("freed on another stream", edit)
-    assert "cudaFreeAsync is called on `t`: the check cannot tell from the source" in check.printed
+        assert "compute-sanitizer found" in check.evalue and "the free does not wait" in check.evalue
+
+
+# -- issue 19: wrong answers and right ones written differently, judged in process on canned runs ----------------
+# Each answer goes through labchecks.lab1 with the output a GPU's run of it would print (CannedLesson): where the
+# reading decides, the words asserted are the reading's; where only the run can tell, the canned run is what the
+# probe shows, and a live_only test below runs the answer through the notebook on a GPU.
+
+from labcheck import CLEAN, CannedLesson, canned_measure  # noqa: E402
+from streamalloc import checks, labchecks, sanitizer  # noqa: E402
+
+MiB = 1 << 20
+WANT = 25165824 + MiB  # slot 0: factor 1 times the input's sum, plus n
+
+
+def run_lines(free_waits=True, leaked=0, yours=10.1):
+    """What pipeline.cu prints on an H100 for an answer: a right one, one whose free does not wait (the probe's
+    reduce sums the other stream's -1s), or one that leaks (the program stops before timing)."""
+    out = [{"what": "memory", "version": v, "pool_used_before": 0, "pool_used_after": leaked if v == "stream_ordered"
+            else 0, "pool_reserved": 4 * MiB} for v in ("original", "preallocated", "stream_ordered")]
+    if leaked:
+        return out
+    out.append({"what": "probe", "version": "stream_ordered", "hold_ms": 25, "delay_ms": 1, "bytes": 4 * MiB,
+                "errors": 0 if free_waits else 1, "expected": WANT, "got": WANT if free_waits else 2**64 - MiB})
+    for version, us in (("original", 76.0), ("preallocated", 8.6), ("stream_ordered", yours)):
+        out.append({"what": "time", "version": version, "bytes": 4 * MiB, "iterations": 200,
+                    "us_per_iteration": [us] * 9})
+        out.append({"what": "result", "version": version, "slots": 1800, "errors": 0, "first_bad": -1,
+                    "expected": 0, "got": 0})
+    return out
+
+
+def judged(tmp_path, edit, lines, monkeypatch, capsys):
+    """(the check's error message or '', what it printed) for the answer `edit` whose run printed `lines`."""
+    monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer pipeline 65536 4 1", 0))
+    try:
+        labchecks.lab1(CannedLesson(tmp_path, LAB, lines, CLEAN, edit))
+        said = ""
+    except checks.LabIncomplete as e:
+        said = str(e)
+    return said, capsys.readouterr().out
+
+
+def body(code):
+    """The solution with pipeline_stream_ordered's loop body replaced by `code` (the allocation and free
+    regions and the wait region between them)."""
+    return lambda t: in_function(regions(t, ["", "", ""]), FUNCTION, "        compute(buf, in, n, it, out + it, s);\n",
+                                 "".join(f"        {ln}\n" for ln in code.splitlines()))
+
+
+DELETER = """struct StreamFree {  // frees in stream order on the stream it holds
+    cudaStream_t stream;
+    void operator()(int *p) const { CHECK(cudaFreeAsync(p, stream)); }
+};
+
+"""
+SCRATCH = """struct Scratch {  // a buffer for one iteration: allocated and freed in stream order
+    int *p = nullptr;
+    cudaStream_t st;
+    Scratch(size_t bytes, cudaStream_t stream) : st(stream) { CHECK(cudaMallocAsync(&p, bytes, st)); }
+    ~Scratch() { CHECK(cudaFreeAsync(p, st)); }
+};
+
+"""
+
+
+def before_function(text):
+    return lambda t: t.replace(f"void {FUNCTION}(", text + f"void {FUNCTION}(", 1)
+
+
+def both(*edits):
+    def edit(t):
+        for e in edits:
+            t = e(t)
+        return t
+    return edit
+
+
+ANSWERS_WRONG = {  # name: (edit, what its run prints, words the verdict must hold, who decides)
+    "freed on an alias of the per-thread stream": (
+        body("cudaStream_t done_on = cudaStreamPerThread;\nCHECK(cudaMallocAsync(&buf, bytes, s));\n"
+             "compute(buf, in, n, it, out + it, s);\nCHECK(cudaFreeAsync(buf, done_on));"),
+        run_lines(free_waits=False), ["the free does not wait for the kernels",
+                                      "cudaFreeAsync is called on done_on (cudaStreamPerThread), not on s"], "reading"),
+    "cudaFree with no wait": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFree(buf));"]),
+        run_lines(free_waits=False), ["cudaFree is still called inside the loop"], "reading"),
+    "an owner whose deleter frees on the legacy stream": (
+        both(before_function(DELETER), body(
+            "CHECK(cudaMallocAsync(&buf, bytes, s));\nstd::unique_ptr<int, StreamFree> owner(buf, StreamFree{0});\n"
+            "compute(owner.get(), in, n, it, out + it, s);")),
+        run_lines(free_waits=False), ["cudaFreeAsync is called on 0, not on s"], "reading"),
+    "a lambda that frees before the kernels": (
+        body("auto drop = [&](int *p) { CHECK(cudaFreeAsync(p, s)); };\nCHECK(cudaMallocAsync(&buf, bytes, s));\n"
+             "drop(buf);\ncompute(buf, in, n, it, out + it, s);"),
+        run_lines(free_waits=False), ["cudaFreeAsync comes before compute(...)"], "reading"),
+    "allocated on the per-thread stream in a helper": (
+        both(before_function("static int *fresh(size_t bytes, cudaStream_t on) {\n    int *p = nullptr;\n"
+                             "    CHECK(cudaMallocAsync(&p, bytes, on));\n    return p;\n}\n\n"),
+             body("buf = fresh(bytes, cudaStreamPerThread);\ncompute(buf, in, n, it, out + it, s);\n"
+                  "CHECK(cudaFreeAsync(buf, s));")),
+        run_lines(), ["cudaMallocAsync is called on cudaStreamPerThread, not on s"], "reading"),
+    "every other buffer leaked": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
+                              "if (it % 2) CHECK(cudaFreeAsync(buf, s));  // half of them"]),
+        run_lines(leaked=100 * 4 * MiB), ["leak: after your function returned", "about 100 buffer(s)"], "run"),
+    "freed on a stream picked from an array": (
+        body("cudaStream_t streams[2] = {s, cudaStreamPerThread};\nCHECK(cudaMallocAsync(&buf, bytes, s));\n"
+             "compute(buf, in, n, it, out + it, s);\nCHECK(cudaFreeAsync(buf, streams[1]));"),
+        run_lines(free_waits=False), ["the free does not wait for the kernels", "the reduce summed"], "run"),
+    "a stream made in the loop, no event": (
+        body("cudaStream_t t;\nCHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));\n"
+             "CHECK(cudaMallocAsync(&buf, bytes, s));\ncompute(buf, in, n, it, out + it, s);\n"
+             "CHECK(cudaFreeAsync(buf, t));\nCHECK(cudaStreamDestroy(t));"),
+        run_lines(free_waits=False), ["cudaFreeAsync is called on `t`, and nothing orders it after the kernels"],
+        "reading"),
+}
+
+
+@pytest.mark.parametrize("name", list(ANSWERS_WRONG))
+def test_issue19_a_wrong_answer_is_told_why(name, tmp_path, monkeypatch, capsys):
+    edit, lines, words, _ = ANSWERS_WRONG[name]
+    said, printed = judged(tmp_path, edit, lines, monkeypatch, capsys)
+    assert said, printed
+    for w in words:
+        assert w in said, said
+    assert "All checks passed" not in printed
+
+
+@pytest.mark.parametrize("name", [n for n, a in ANSWERS_WRONG.items() if a[3] == "reading"])
+def test_issue19_a_wrong_answer_the_reading_sees_is_wrong_with_a_right_run_too(name, tmp_path, monkeypatch, capsys):
+    """Were its run to show nothing (timing luck), the reading still names what is wrong."""
+    edit, _, words, _ = ANSWERS_WRONG[name]
+    said, _ = judged(tmp_path, edit, run_lines(), monkeypatch, capsys)
+    assert said and any(w in said for w in words if "does not wait" not in w), said
+
+
+ANSWERS_RIGHT = {
+    "a unique_ptr whose deleter frees on s": both(before_function(DELETER), body(
+        "CHECK(cudaMallocAsync(&buf, bytes, s));\nstd::unique_ptr<int, StreamFree> owner(buf, StreamFree{s});\n"
+        "compute(owner.get(), in, n, it, out + it, s);")),
+    "a scratch object: allocated in its constructor, freed in its destructor": both(before_function(SCRATCH), body(
+        "Scratch scratch(bytes, s);\ncompute(scratch.p, in, n, it, out + it, s);")),
+    "a lambda that frees, after the kernels": body(
+        "auto release = [&](int *p) { CHECK(cudaFreeAsync(p, s)); };\nCHECK(cudaMallocAsync(&buf, bytes, s));\n"
+        "compute(buf, in, n, it, out + it, s);\nrelease(buf);"),
+    "the stream under other names": body(
+        "cudaStream_t work = s;\nauto &same = work;\nCHECK(cudaMallocAsync(&buf, bytes, same));\n"
+        "compute(buf, in, n, it, out + it, work);\nCHECK(cudaFreeAsync(buf, (same)));"),
+    "freed on another stream after an event": body(
+        "static cudaStream_t t = nullptr;\nstatic cudaEvent_t done = nullptr;\n"
+        "if (!t) CHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));\n"
+        "if (!done) CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));\n"
+        "CHECK(cudaMallocAsync(&buf, bytes, s));\ncompute(buf, in, n, it, out + it, s);\n"
+        "CHECK(cudaEventRecord(done, s));\nCHECK(cudaStreamWaitEvent(t, done, 0));\nCHECK(cudaFreeAsync(buf, t));"),
+}
+
+
+@pytest.mark.parametrize("name", list(ANSWERS_RIGHT))
+def test_issue19_a_right_answer_written_differently_passes(name, tmp_path, monkeypatch, capsys):
+    said, printed = judged(tmp_path, ANSWERS_RIGHT[name], run_lines(), monkeypatch, capsys)
+    assert said == "", said
+    assert "All checks passed." in printed and "WRONG" not in printed and "cannot tell" not in printed, printed
+    assert "calls cudaMallocAsync and cudaFreeAsync" in printed and "the free waits for the kernels" in printed
+
+
+def test_issue19_a_stream_the_reading_cannot_follow_is_left_to_the_run(tmp_path, monkeypatch, capsys):
+    """streams[0] is s here: the reading says it cannot tell, never ok, and the probe's right run decides."""
+    edit = body("cudaStream_t streams[1] = {s};\nCHECK(cudaMallocAsync(&buf, bytes, streams[0]));\n"
+                "compute(buf, in, n, it, out + it, s);\nCHECK(cudaFreeAsync(buf, streams[0]));")
+    said, printed = judged(tmp_path, edit, run_lines(), monkeypatch, capsys)
+    assert said == "" and checks.RUN_DECIDES in printed and "`streams[0]`" in printed, printed
+
+
+@pytest.mark.parametrize("name", [n for n, a in ANSWERS_WRONG.items() if a[3] == "run"])
+@live_only
+def test_issue19_live_a_wrong_answer_only_the_run_catches(name):
+    edit, _, words, _ = ANSWERS_WRONG[name]
+    LAB.rejected(name, edit, *words, built=True)
+
+
+@pytest.mark.parametrize("name", ["freed on an alias of the per-thread stream", "cudaFree with no wait",
+                                  "an owner whose deleter frees on the legacy stream",
+                                  "a lambda that frees before the kernels"])
+@live_only
+def test_issue19_live_the_probe_shows_a_free_that_does_not_wait(name):
+    """The reading rejects these too; here the run's probe must show it as well (it is what the results say)."""
+    LAB.rejected(name, ANSWERS_WRONG[name][0], "the free does not wait for the kernels", built=True)
+
+
+@pytest.mark.parametrize("name", list(ANSWERS_RIGHT))
+@live_only
+def test_issue19_live_a_right_answer_written_differently_passes(name):
+    LAB.passes(name, ANSWERS_RIGHT[name])

@@ -234,3 +234,53 @@ def test_the_notebook_built_ahead_is_the_open_one_or_none(tmp_path, monkeypatch)
     assert lesson_mod.notebook_file("lab9") is None and lesson_mod.notebook_file("nothing") is None
     monkeypatch.chdir(tmp_path / "solutions")
     assert lesson_mod.notebook_file("lab9") == tmp_path / "solutions/lab9.ipynb"
+
+
+def test_a_notebooks_programs_are_its_own(tmp_path, monkeypatch):
+    """issue 19: a lab and its solution (same lesson name, other folders), or two copies of a lab in one folder
+    (Jupyter names them in JPY_SESSION_NAME), never write into one build folder; two runs of one notebook at once
+    (two processes) neither; a run folder of a process that has ended goes."""
+    monkeypatch.setattr(lesson_mod, "REPO", tmp_path)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    for folder in ("labs", "solutions"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "labs")
+    lab = lesson_mod.build_folder("lab1")
+    monkeypatch.setenv("JPY_SESSION_NAME", "lab1-Copy1.ipynb")
+    copy = lesson_mod.build_folder("lab1")
+    monkeypatch.chdir(tmp_path / "solutions")
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    solution = lesson_mod.build_folder("lab1")
+    assert len({lab.parent, copy.parent, solution.parent}) == 3
+    assert all(p.parent.parent == tmp_path / "build" / "cuda" for p in (lab, copy, solution))
+    assert lesson_mod.build_folder("lab1") == solution  # the same notebook in the same process: the same folder
+    monkeypatch.setattr(lesson_mod, "_RUN", "run-999999999-abcdef")  # another process, at once
+    other = lesson_mod.build_folder("lab1")
+    assert other.parent == solution.parent and other != solution
+    dead = solution.parent / "run-999999998-000000"  # a pid no process has
+    dead.mkdir(parents=True)
+    lesson_mod.build_folder("lab1")
+    assert not dead.exists()
+
+
+def test_a_lessons_programs_are_built_beside_its_run_folder(course, tmp_path, monkeypatch):
+    """What a run cell compiles goes to the notebook's shared bin/ (keyed by content), not into the run's folder."""
+    seen = {}
+    monkeypatch.setattr(cuda, "build", lambda source, flags=(), arch=(), out_dir=None: seen.update(out=out_dir))
+    lesson = course(True)
+    (lesson.build / "x.cu").write_text("int main() {}\n")
+    lesson.compile("x.cu")
+    assert seen["out"] == lesson.bin == lesson.build.parent / "bin"
+
+
+@pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")
+def test_a_header_written_beside_a_program_is_part_of_its_build(tmp_path, monkeypatch):
+    """Runs share a notebook's bin/ (keyed by content): a header the program includes from its own folder is part of
+    that content, so another run's header can never give it another run's program."""
+    monkeypatch.setenv("STREAMALLOC_ARCH", "sm_90")
+    (tmp_path / "k.h").write_text("#define K 1\n")
+    src = tmp_path / "p.cu"
+    src.write_text('#include "k.h"\nint main() { return K - 1; }\n')
+    first = cuda.build(src, out_dir=tmp_path / "bin")
+    (tmp_path / "k.h").write_text("#define K 2\n")
+    assert cuda.build(src, out_dir=tmp_path / "bin") != first

@@ -5,8 +5,6 @@ solutions/lab1_stream_ordered.ipynb.
 """
 from __future__ import annotations
 
-import re
-
 from .. import checks, cppsource, measure, sanitizer
 from .common import SYNCS, leaked, show, within_limit
 
@@ -20,7 +18,9 @@ SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exit
 # of what the original loses per iteration (its time minus the limit's), and must beat the original
 # MIN_SPEEDUP times.
 OF_LIMIT, OF_LOSS, MIN_SPEEDUP = 0.25, 0.04, 1.5
-OTHER_STREAMS = {"0", "NULL", "nullptr", "cudaStreamLegacy", "cudaStreamPerThread"}  # clearly not s
+OTHER_STREAMS = {"0", "NULL", "nullptr", "cudaStreamLegacy", "cudaStreamPerThread",
+                 cppsource.DEFAULT_STREAM}  # clearly not s
+KERNELS = ("fill_transform", "reduce_sum")  # compute's kernels, which use buf
 ALLOCATE = ("cudaMallocAsync", "cudaMallocFromPoolAsync")  # the stream is the last argument of both
 VERSIONS = {"original": "the original", "preallocated": "the limit", "stream_ordered": "yours"}
 REUSE = "Guide §15.9 Memory Reuse Policies"
@@ -33,6 +33,7 @@ def lab1(lesson) -> None:
     res = report.run(FILE, [BYTES, ITERATIONS, REPEATS], timeout=120, what="the results, the memory and the timing")
     if res is not None and not leaks(report, res.records):
         results(report, res.records)
+        free_waits(report, res.records)
         speed(report, res.records, res.label)
     report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, clean="no stream-ordered race: every use of buf is ordered "
                     "after its allocation and before its free",
@@ -42,8 +43,8 @@ def lab1(lesson) -> None:
         calls_the_stream_ordered_api(report, code)
         nothing_synchronous_in_the_loop(report, code)
         a_fresh_buffer_every_iteration(report, code)
-        on_the_kernels_stream(report, code)
-        freed_after_the_kernels(report, code)
+        if not freed_after_the_kernels(report, code):
+            on_the_kernels_stream(report, code)
     report.finish()
 
 
@@ -63,6 +64,22 @@ def results(report, records):
         report.expect(r["errors"] == 0, f"result ({who}): all {r['slots']} output slots are right",
                       f"result ({who}): output slot {r['first_bad']} is {r['got']}, expected {r['expected']} "
                       f"({r['errors']} of {r['slots']} slots wrong, over {REPEATS} repeats)")
+
+
+def free_waits(report, records):
+    """The probe: one iteration of your function with the reduce held `hold_ms` after the fill wrote buf; `delay_ms`
+    after your function returned, another stream allocates the same size from the same pool and writes over what it
+    gets. A free ordered after the kernels keeps buf's block from it until the reduce has read it."""
+    p = records.one(what="probe", version="stream_ordered")
+    setting = (f"one iteration with the reduce held {p['hold_ms']:g} ms after the fill wrote buf, and another stream "
+               f"allocating {p['bytes']:,} bytes from the same pool {p['delay_ms']:g} ms after your function returned "
+               "and writing into them at once")
+    report.expect(p["errors"] == 0,
+                  f"the free waits for the kernels: in the probe ({setting}) the reduce read what the fill wrote",
+                  f"the free does not wait for the kernels: in the probe ({setting}) the reduce summed {p['got']} "
+                  f"instead of {p['expected']}: buf's memory was handed to the other stream and overwritten before the "
+                  f"reduce read it. Free buf with cudaFreeAsync(buf, s) after compute(...): in stream order after the "
+                  f"kernels ({ORDER}; {REUSE})")
 
 
 def speed(report, records, label):
@@ -112,30 +129,51 @@ def a_fresh_buffer_every_iteration(report, code):
 
 
 def on_the_kernels_stream(report, code):
-    """The allocation and the free on s (or a name given to s); another stream is said, one the reading cannot
-    resolve is a note: compute-sanitizer's report decides."""
-    names = cppsource.aliases(code, "s")
-    for p in sorted(p for name in (*ALLOCATE, "cudaFreeAsync") for p in cppsource.calls(code, name)):
-        api = re.match(r"\w+", code[p:])[0]
-        stream = ((cppsource.call_arguments(code, p) or [""])[-1]).strip()
-        bare = re.sub(r"^\(\s*cudaStream_t\s*\)\s*", "", stream)
-        if bare in names:
+    """The allocation before the kernels and the free after them, in the GPU's order: on s (or a name given to s),
+    or on another stream ordered by an event. Where the reading cannot tell which stream or event a call names, it
+    says so: the probe and compute-sanitizer decide."""
+    order = cppsource.StreamOrder(code)
+    kernels = [op["what"] for op in order.ops if op["what"] in KERNELS]
+    if not kernels or order.missing("cudaMallocAsync", "cudaFreeAsync") or any(
+            cppsource.calls_in_loops(code, name) for name in SYNCS):
+        return  # said above, or the host orders them (a wait in the loop: said above)
+    for api, ordered, where in (("cudaMallocAsync", order.ordered_after(kernels[0], "cudaMallocAsync"), "before"),
+                                ("cudaFreeAsync", order.ordered_after("cudaFreeAsync", kernels[-1]), "after")):
+        stream = order.stream(api)
+        if ordered:
             continue
-        if bare in OTHER_STREAMS:
-            report.wrong(f"{api} is called on {stream}, not on s, the stream the kernels run on: nothing orders it "
+        raw = written_stream(code, api)
+        if ordered is None:
+            report.cannot_tell(f"whether {api} on `{raw}` is ordered {where} the kernels on s",
+                               f"The reading cannot follow {checks.english(order.unresolved)}")
+        elif stream == cppsource.DEFAULT_STREAM or cppsource.resolve(code, raw) in OTHER_STREAMS:
+            same = cppsource.resolve(code, raw)
+            raw += f" ({same})" if same and same != raw else ""
+            report.wrong(f"{api} is called on {raw}, not on s, the stream the kernels run on: nothing orders it "
                          f"with the kernels, so the buffer can be used before it is allocated or after it is freed "
                          f"({ORDER}); use s")
         else:
-            report.note(f"{api} is called on `{stream}`: the check cannot tell from the source whether that is s, "
-                        "the stream the kernels run on; compute-sanitizer's report decides. If it is another stream, "
-                        f"an event must order it with the kernels ({ORDER})")
+            report.wrong(f"{api} is called on `{raw}`, and nothing orders it {where} the kernels on "
+                         f"`{order.stream(kernels[0])}`: record an event after the kernels and make `{raw}` wait "
+                         f"for it, or use s ({ORDER})")
 
 
-def freed_after_the_kernels(report, code):
+def written_stream(code, api) -> str:
+    """The stream argument of the first call of `api` (cudaMallocAsync: or cudaMallocFromPoolAsync) in a loop."""
+    names = ALLOCATE if api == "cudaMallocAsync" else (api,)
+    at = min(cppsource.in_loops(code, [p for n in names for p in cppsource.calls(code, n)]), default=None)
+    args = cppsource.call_arguments(code, at) if at is not None else []
+    return (args[-1] if api != "cudaFreeAsync" else (args + ["", ""])[1]).strip() if args else "?"
+
+
+def freed_after_the_kernels(report, code) -> bool:
+    """A free that stands before the last use of buf in the loop body frees it, in stream order, before that use."""
     frees = cppsource.calls(code, "cudaFreeAsync")
     for a, b in cppsource.loop_bodies(code):
         uses = [p for p in cppsource.calls(code, "compute") if a <= p < b]
+        uses += [p for name, p in cppsource.launches(code) if name in KERNELS and a <= p < b]
         if uses and any(a <= p < max(uses) for p in frees):
             report.wrong(f"cudaFreeAsync comes before compute(...) in the loop: in stream order the buffer is then "
                          f"freed before the kernels use it; free it after its last use ({ORDER})")
-            return
+            return True
+    return False

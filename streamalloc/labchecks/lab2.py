@@ -125,24 +125,61 @@ def given_loop(report, code):
     return loop
 
 
+def default_pools(code) -> set[str] | None:
+    """The names that hold the device's default pool, the one the loop's cudaMallocAsync takes from: variables
+    cudaDeviceGetDefaultMemPool fills (cudaDeviceGetMemPool too, unless the code sets another current pool), and
+    the names given them. None where the reading cannot tell (the current pool is set)."""
+    getters = ["cudaDeviceGetDefaultMemPool"] + ([] if cppsource.calls(code, "cudaDeviceSetMemPool")
+                                                 else ["cudaDeviceGetMemPool"])
+    names = set()
+    for getter in getters:
+        for p in cppsource.calls(code, getter):
+            target = (cppsource.call_arguments(code, p) + [""])[0].lstrip("&").strip()
+            names |= cppsource.aliases(code, target)
+    return names
+
+
+def pool_of(report, code, p, api) -> bool | None:
+    """Is the pool a call at offset p names the default pool? True, False (a pool the code creates: said), or None
+    (the reading cannot tell: said)."""
+    arg = (cppsource.call_arguments(code, p) + [""])[0].strip()
+    known = default_pools(code)
+    same = cppsource.resolve(code, arg)
+    if arg in known or same in known:
+        return True
+    if same and cppsource.calls(code, "cudaMemPoolCreate") and any(
+            (cppsource.call_arguments(code, q) + [""])[0].lstrip("&").strip() == same
+            for q in cppsource.calls(code, "cudaMemPoolCreate")):
+        report.wrong(f"{api} is called on `{arg}`, a pool your code creates with cudaMemPoolCreate, not on the "
+                     "default pool that the loop's cudaMallocAsync takes its memory from: set it on the default "
+                     "pool, `pool` (Guide §15.4)")
+        return False
+    report.cannot_tell(f"whether `{arg}` in {api}(`{arg}`, ...) is the default pool, the one the loop's "
+                       "cudaMallocAsync takes its memory from")
+    return None
+
+
 def threshold_sets(report, code) -> list[int]:
-    """The cudaMemPoolSetAttribute calls that set the release threshold, the attribute written directly or through
-    a name given to it; a call whose attribute the reading cannot resolve counts, with a note."""
+    """The cudaMemPoolSetAttribute calls that set the default pool's release threshold, the attribute written
+    directly or through a name given to it. A call whose attribute or pool the reading cannot resolve does not count
+    (it says so: the run's reserved memory decides); one on a pool the code creates is wrong."""
     names = cppsource.aliases(code, THRESHOLD)
     found = []
     for p in cppsource.calls(code, "cudaMemPoolSetAttribute"):
         attr = (cppsource.call_arguments(code, p) + ["", ""])[1]
         if attr in names:
-            found.append(p)
+            if pool_of(report, code, p, "cudaMemPoolSetAttribute"):
+                found.append(p)
         elif not attr.startswith("cudaMemPoolAttr") and not attr.startswith("cudaMemPoolReuse"):
-            report.note(f"cudaMemPoolSetAttribute is called with the attribute `{attr}`: the check cannot tell from the "
-                        "source which attribute that is; the pool's reserved memory decides")
-            found.append(p)
+            report.cannot_tell(f"which attribute cudaMemPoolSetAttribute sets with `{attr}`")
     return found
 
 
 def threshold_set_before_the_loop(report, code, loop, bytes_):
+    undecided = sum(f.mark == checks.CANNOT_TELL for f in report.items)
     sets = threshold_sets(report, code)
+    if not sets and sum(f.mark == checks.CANNOT_TELL for f in report.items) > undecided:
+        return  # the calls the reading cannot resolve were said: the pool's reserved memory decides
     report.placed(sets, loop, "before", {
         "missing": f"the release threshold is never set: call cudaMemPoolSetAttribute(pool, {THRESHOLD}, &threshold) "
                    f"before the loop ({CACHE})",
@@ -155,8 +192,7 @@ def threshold_set_before_the_loop(report, code, loop, bytes_):
         value_arg = (cppsource.call_arguments(code, p) + ["", "", ""])[2]
         value = cppsource.constant(code, value_arg, before=p)
         if value is None:
-            report.note(f"the threshold's value (`{value_arg}`) cannot be told from the source; the pool's reserved "
-                        "memory decides")
+            report.cannot_tell(f"the threshold's value (`{value_arg}`)")
         elif value < bytes_:
             report.wrong(f"the release threshold set before the loop is {size(value)}, less than the {size(bytes_)} "
                          "each iteration allocates: the pool keeps that much at a synchronization, gives the rest "
@@ -165,7 +201,11 @@ def threshold_set_before_the_loop(report, code, loop, bytes_):
 
 
 def trim_after_the_loop(report, code, loop):
-    report.placed(cppsource.calls(code, "cudaMemPoolTrimTo"), loop, "after", {
+    trims = cppsource.calls(code, "cudaMemPoolTrimTo")
+    kept = [p for p in trims if pool_of(report, code, p, "cudaMemPoolTrimTo")]
+    if trims and not kept:
+        return  # said: on another pool (wrong), or one the reading cannot tell (the reserved memory decides)
+    report.placed(kept, loop, "after", {
         "missing": "cudaMemPoolTrimTo is not called: after the loop the pool keeps what it reserved until the process "
                    f"ends; trim it once, after the loop ({CACHE})",
         "after": "cudaMemPoolTrimTo is called after the loop",
