@@ -51,6 +51,12 @@ class Result:
         return measure.parse(self.stdout)
 
 
+def build_root() -> Path:
+    """Where programs are built: $STREAMALLOC_BUILD (on Colab, the runtime's disk when the course is in Drive:
+    streamalloc/colab.py sets it), else the course's build/."""
+    return Path(os.environ.get("STREAMALLOC_BUILD") or REPO / "build")
+
+
 class Lesson:
     def __init__(self, name: str, quiet: bool = False):
         self.name = name
@@ -62,7 +68,7 @@ class Lesson:
         if not self.here.gpu and not self.mode.live and os.environ.get("STREAMALLOC_MODE", "").strip().lower() != "replay" \
                 and not cuda.driver_present():
             self.mode = gpu.Mode(False, "no GPU found (this machine has no NVIDIA driver)")
-        self.build = REPO / "build" / "cuda" / Path.cwd().name / name
+        self.build = build_root() / "cuda" / Path.cwd().name / name
         self.build.mkdir(parents=True, exist_ok=True)
         self.reference_gpu = replay.reference()
         self._programs: dict[str, str] = {}  # key source -> program_sha, for what key_source() made
@@ -96,7 +102,8 @@ class Lesson:
             if self.reference_gpu:
                 lines.append(f"  measurements are replayed from: {self.label}")
             else:
-                lines.append("  there is no recording to replay: record one on a GPU with `make record`")
+                lines.append("  this copy of the course has no recordings to replay (recordings/ is missing or empty): "
+                             "get a complete copy (README.md, \"Opening it\"), or run it on a GPU")
         return "\n".join(lines)
 
     # -- CUDA programs ----------------------------------------------------------------------
