@@ -38,7 +38,18 @@ OK, WRONG, NOTE, UNVERIFIED = "ok", "WRONG", "note", "not verified"
 class LabIncomplete(CourseError):
     """The lab's check found something still wrong; the message lists it."""
 
-    # IPython shows CourseError's short form: this line, the hint, and the checklist the check printed above it
+    # IPython shows CourseError's short form: this line, the hint, and the checklist the check printed above it;
+    # the message holds every wrong item (tests read it), the red line names only the first of several
+    def __init__(self, message: str = "", wrong=()):
+        super().__init__(message)
+        self.wrong = list(wrong)
+
+    def _render_traceback_(self) -> list[str]:
+        lines = super()._render_traceback_()
+        if len(self.wrong) > 1 and str(self) in lines[0]:
+            lines[0] = lines[0].replace(str(self), f"{len(self.wrong)} things still wrong, listed above; the first: "
+                                                   f"{self.wrong[0]}")
+        return lines
 
 
 class Unverified(CourseError):
@@ -282,7 +293,7 @@ class Report:
         print(self)
         if self.failed:
             wrong = [f.text.splitlines()[0] for f in self.items if f.mark == WRONG]
-            raise LabIncomplete(f"{len(wrong)} thing(s) still wrong: " + "; ".join(wrong))
+            raise LabIncomplete(f"{len(wrong)} thing(s) still wrong: " + "; ".join(wrong), wrong)
         unverified = [f for f in self.items if f.mark == UNVERIFIED]
         if not unverified:
             print("\nAll checks passed.")
