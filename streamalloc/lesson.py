@@ -316,7 +316,7 @@ class Lesson:
         if not hasattr(self, "_key_figures"):
             self._key_figures = {}  # this lesson's figures so far: its file is written whole each time
         self._key_figures[name] = {"value": float(value), "unit": unit, "band": [lo, hi]}
-        folder = Path(os.environ.get("STREAMALLOC_KEY_FIGURES") or REPO / "build" / "key_figures") / self.mode.name
+        folder = Path(os.environ.get("STREAMALLOC_KEY_FIGURES") or build_root() / "key_figures") / self.mode.name
         folder.mkdir(parents=True, exist_ok=True)
         record = {"lesson": self.name, "mode": self.mode.name, "label": self.label, "figures": self._key_figures}
         (folder / f"{self.name}.json").write_text(json.dumps(record, indent=1) + "\n")
