@@ -37,7 +37,7 @@ preflight: $(SETUP)         ## instructors, on a room's machine: run it all live
 site: $(SETUP)              ## the read-ahead copy: every notebook run in replay, as web pages in build/site/
 	STREAMALLOC_MODE=replay $(PYTHON) -m streamalloc run --no-progress
 	$(PYTHON) -m streamalloc.site
-browser: $(SETUP)           ## JupyterLab in headless Chromium (needs chromium and playwright: see .ci/run)
+browser: $(SETUP) $(COLAB_VENV)/.installed  ## JupyterLab, and classic Notebook with Colab's widgets, in headless Chromium (see .ci/run)
 	STREAMALLOC_BROWSER=1 STREAMALLOC_MODE=replay $(PYTHON) -m pytest tests/browser
 
 $(VENV)/.installed: requirements.txt

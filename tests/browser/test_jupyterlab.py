@@ -179,9 +179,11 @@ def slider(page, description):
     return found.first
 
 
+PLOT = ".jp-RenderedImage img"  # the explorer's plot: an ordinary image output of its cell, above the controls
+
+
 def explorer_image(page):
-    img = page.locator(".jp-Cell", has=page.locator(".widget-slider")).locator(
-        ".widget-output img, .jupyter-widgets-output-area img").first
+    img = page.locator(".jp-Cell", has=page.locator(".widget-slider")).locator(PLOT).first
     img.wait_for(timeout=30_000)
     return img.get_attribute("src")
 
@@ -232,7 +234,8 @@ def shown(page):
 
 def wait_image_change(page, old_src):
     page.wait_for_function(
-        """(old) => { const i = document.querySelector('.widget-output img, .jupyter-widgets-output-area img');
+        """(old) => { const c = [...document.querySelectorAll('.jp-Cell')].find(e => e.querySelector('.widget-slider'));
+                      const i = c && c.querySelector('.jp-RenderedImage img');
                       return i && i.getAttribute('src') !== old; }""", arg=old_src, timeout=30_000)
     return explorer_image(page)
 

@@ -39,10 +39,6 @@ NOTEBOOKS = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions
 DRIVE_ROUTE = ROOT / "notebooks/02_api_fundamentals.ipynb"
 CELL_TIMEOUT = 600
 
-pytestmark = pytest.mark.skipif(not os.environ.get("STREAMALLOC_COLAB_TIER"),
-                                reason="the Colab tier runs in `make colab-test` (STREAMALLOC_COLAB_TIER=1)")
-
-
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
     return make_dist.build(tmp_path_factory.mktemp("dist"))
