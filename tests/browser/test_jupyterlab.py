@@ -130,8 +130,10 @@ def page(browser):
 KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!k && k.status === 'idle'; }"""
-PROMPTS = """() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
-  .map(e => e.textContent.trim())"""
+# each code cell's prompt ("[3]:", "[*]:"); a collapsed cell (the set-up cell) shows none: its model's count then
+PROMPTS = """() => window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code').map(c => {
+  const p = c.node.querySelector('.jp-InputPrompt'), t = p ? p.textContent.trim() : '';
+  return t || (c.model.executionCount === null ? '' : `[${c.model.executionCount}]:`); })"""
 EXECUTE = """async (code) => {
   const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   const f = k.requestExecute({code: code, silent: false, store_history: false});
