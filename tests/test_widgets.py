@@ -49,14 +49,22 @@ class Displays:
     def __init__(self, monkeypatch):
         from IPython.core.interactiveshell import InteractiveShell
 
-        created = not InteractiveShell.initialized()
+        self.created = not InteractiveShell.initialized()  # then cleared after the test (the `displays` fixture)
         self.shell = InteractiveShell.instance()
-        if created:  # cleared again after the test (monkeypatch restores the class's empty instance)
-            monkeypatch.setattr(InteractiveShell, "_instance", self.shell)
         self.messages = []
         monkeypatch.setattr(self.shell.display_pub, "publish",
                             lambda data, metadata=None, source=None, *, transient=None, update=False, **kw:
                             self.messages.append({"data": data, "transient": transient or {}, "update": update}))
+
+
+@pytest.fixture
+def displays(monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shown = Displays(monkeypatch)
+    yield shown
+    if shown.created:  # leave no shell behind for the tests that make their own
+        InteractiveShell.clear_instance()
 
 
 @needs_ipywidgets
@@ -155,11 +163,11 @@ def test_the_readout_shows_the_whole_label():
 
 
 @needs_ipywidgets
-def test_it_displays_the_plot_first_then_the_controls_and_redraws_in_place(monkeypatch):
+def test_it_displays_the_plot_first_then_the_controls_and_redraws_in_place(displays):
     """What a front end receives, under ipywidgets 7 (Colab, classic Notebook 6.5) and 8: the plot as an ordinary
     image output (shown even where the widget front end draws nothing), then the controls; a move of a control
     updates that same image output."""
-    shown = Displays(monkeypatch)
+    shown = displays
     ex = widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(0, 16, False))
     ex.show()
     plot, controls = shown.messages
@@ -173,8 +181,8 @@ def test_it_displays_the_plot_first_then_the_controls_and_redraws_in_place(monke
 
 
 @needs_ipywidgets
-def test_an_error_in_a_redraw_keeps_the_last_plot(monkeypatch):
-    shown = Displays(monkeypatch)
+def test_an_error_in_a_redraw_keeps_the_last_plot(displays):
+    shown = displays
     grid = dict(GRID)
     del grid[(64, 16, False)]
     ex = widgets.Explorer(grid, make_plot([]), CONTROLS, default=(0, 16, False))
@@ -184,8 +192,8 @@ def test_an_error_in_a_redraw_keeps_the_last_plot(monkeypatch):
     assert len(shown.messages) == before and "LookupError" in ex.output.outputs[-1]["text"]
 
 
-def test_without_ipywidgets_it_displays_the_plot_alone(monkeypatch, capsys):
+def test_without_ipywidgets_it_displays_the_plot_alone(monkeypatch, displays):
     monkeypatch.setattr(widgets, "_ipywidgets", lambda: None)
-    shown = Displays(monkeypatch)
+    shown = displays
     widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(64, 16, False)).show()
     assert [set(m["data"]) for m in shown.messages] == [{"image/png", "text/plain"}]
