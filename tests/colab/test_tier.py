@@ -3,7 +3,7 @@
 For each: a fresh folder stands for /content (under $COLAB_TIER_ROOT, a temporary folder by default, so a test
 machine need not own /content), holding only the archive that `make dist` built; a kernel of Colab's package set
 (build/venv-colab, constraints/colab.txt) starts there with a bare environment (no STREAMALLOC_MODE, no MPLBACKEND,
-nothing from the Makefile) and the google.colab stand-in (tests/colab/google/colab) on its path; the notebook's
+nothing from the Makefile) and the google.colab stand-in (tests/colab/standin/google/colab) on its path; the notebook's
 cells run in order, and a cell may raise only where it is tagged raises-exception (runner.cell_problem). Its
 first cell must unpack the archive and say so, and nothing may be written outside that folder. One lesson also
 runs by the Drive route: the course in a mounted Drive, its programs built on the local disk.
@@ -33,7 +33,7 @@ import make_dist  # noqa: E402
 from streamalloc import runner  # noqa: E402
 
 NAME = make_dist.NAME
-STANDIN = Path(__file__).resolve().parent  # holds google/colab
+STANDIN = Path(__file__).resolve().parent / "standin"  # holds google/colab: on the kernels' path only
 NOTEBOOKS = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb")) + \
     [ROOT / "labs/lab1_stream_ordered.ipynb"]
 DRIVE_ROUTE = ROOT / "notebooks/02_api_fundamentals.ipynb"
