@@ -1,13 +1,17 @@
 # The course's two commands (README.md):  make course  runs every notebook;  make test  runs the tests.
 # Both set up a virtual environment in .venv first. On a machine whose Python already has the packages,
 # skip that with PYTHON=python3 (for example: make test PYTHON=python3).
-# CI (.ci/run) adds: make colab-test (Colab's package set, constraints/colab.txt) and make compile-matrix.
+# CI (.ci/run) adds: make colab-test (run as on Colab, Colab's package set) and make compile-matrix.
+# `make help` lists every target with what it does (the ## comments below).
 VENV   ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SETUP  := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.installed)
 COLAB_VENV ?= build/venv-colab
+COLAB_PYTHON ?= python3
 
-.PHONY: setup course test record info labs dist colab-test compile-matrix preflight site browser clean
+.PHONY: help setup course test record info labs dist colab-test compile-matrix preflight site browser clean
+help:                       ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /  make \1\t/' | expand -t 22
 setup: $(SETUP)             ## only set up .venv: the course's packages, its Jupyter kernel, nvcc if none is found
 course: $(SETUP)            ## run every notebook headless and print the summary
 	$(PYTHON) -m streamalloc run
@@ -15,16 +19,16 @@ test: $(SETUP)              ## unit tests, CUDA builds, every notebook through n
 	$(PYTHON) -m pytest
 record: $(SETUP)            ## on a GPU: run notebooks and solutions live, write recordings/
 	$(PYTHON) -m streamalloc record
-info: $(SETUP)
+info: $(SETUP)              ## what this machine has: GPU, driver, nvcc, CuPy, the mode the course will run in
 	$(PYTHON) -m streamalloc info
 labs: $(SETUP)              ## regenerate the generated files: links (README map, set-up lines), labs/
 	$(PYTHON) tools/make_links.py
 	$(PYTHON) tools/make_labs.py
-dist:                       ## build/dist/stream-ordered-allocator.zip: the course in one archive (for Colab)
+dist:                       ## build/dist/stream-ordered-allocator.zip: what git tracks, in one archive (for Colab)
 	python3 tools/make_dist.py
-colab-test: $(COLAB_VENV)/.installed  ## Colab's packages: widget and set-up tests, every notebook through nbval
-	JUPYTER_PATH=$(abspath $(COLAB_VENV))/share/jupyter PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_VENV)/bin/python -m pytest \
-	  tests/test_widgets.py tests/test_colab_setup.py tests/test_gpu.py notebooks solutions labs
+colab-test: $(COLAB_VENV)/.installed  ## as on Colab: each notebook in a fresh /content from the archive; set-up, widget tests
+	JUPYTER_PATH=$(abspath $(COLAB_VENV))/share/jupyter PYDEVD_DISABLE_FILE_VALIDATION=1 STREAMALLOC_COLAB_TIER=1 \
+	  $(COLAB_VENV)/bin/python -m pytest tests/test_widgets.py tests/test_colab_setup.py tests/test_gpu.py tests/colab
 compile-matrix: $(SETUP)    ## every .cu for sm_75 and the recorded GPU, with CUDA 13 and CUDA 12.4 on 12.0 headers
 	$(PYTHON) tools/compile_matrix.py --jobs 2
 
@@ -33,7 +37,7 @@ preflight: $(SETUP)         ## instructors, on a room's machine: run it all live
 site: $(SETUP)              ## the read-ahead copy: every notebook run in replay, as web pages in build/site/
 	STREAMALLOC_MODE=replay $(PYTHON) -m streamalloc run --no-progress
 	$(PYTHON) -m streamalloc.site
-browser: $(SETUP)           ## JupyterLab in headless Chromium (needs chromium and playwright: see .ci/run)
+browser: $(SETUP) $(COLAB_VENV)/.installed  ## JupyterLab, and classic Notebook with Colab's widgets, in headless Chromium (see .ci/run)
 	STREAMALLOC_BROWSER=1 STREAMALLOC_MODE=replay $(PYTHON) -m pytest tests/browser
 
 $(VENV)/.installed: requirements.txt
@@ -47,12 +51,12 @@ $(VENV)/.installed: requirements.txt
 # rebuilt only when the pins change; pip's cache (~/.cache/pip) keeps the downloads between builds
 $(COLAB_VENV)/.installed: constraints/colab.txt
 	rm -rf $(COLAB_VENV)
-	python3 -m venv $(COLAB_VENV)
+	$(COLAB_PYTHON) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip install -q -c constraints/colab.txt -r constraints/colab.txt
 	$(COLAB_VENV)/bin/python -m pip check
 	$(COLAB_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (Colab's packages)"
 	bash tools/ensure_nvcc.sh $(COLAB_VENV)
 	touch $@
 
-clean:
+clean:                      ## remove build/ (builds, executed notebooks, the archive, build/venv-colab)
 	rm -rf build

@@ -42,7 +42,18 @@ RUN_DECIDES = "cannot tell from the source: the run decides"
 class LabIncomplete(CourseError):
     """The lab's check found something still wrong; the message lists it."""
 
-    # IPython shows CourseError's short form: this line, the hint, and the checklist the check printed above it
+    # IPython shows CourseError's short form: this line, the hint, and the checklist the check printed above it;
+    # the message holds every wrong item (tests read it), the red line names only the first of several
+    def __init__(self, message: str = "", wrong=()):
+        super().__init__(message)
+        self.wrong = list(wrong)
+
+    def _render_traceback_(self) -> list[str]:
+        lines = super()._render_traceback_()
+        if len(self.wrong) > 1 and str(self) in lines[0]:
+            lines[0] = lines[0].replace(str(self), f"{len(self.wrong)} things still wrong, listed above; the first: "
+                                                   f"{self.wrong[0]}")
+        return lines
 
 
 class Unverified(CourseError):
@@ -292,7 +303,7 @@ class Report:
         print(self)
         if self.failed:
             wrong = [f.text.splitlines()[0] for f in self.items if f.mark == WRONG]
-            raise LabIncomplete(f"{len(wrong)} thing(s) still wrong: " + "; ".join(wrong))
+            raise LabIncomplete(f"{len(wrong)} thing(s) still wrong: " + "; ".join(wrong), wrong)
         unverified = [f for f in self.items if f.mark == UNVERIFIED]
         notes = "; ".join(f.text.splitlines()[0] for f in self.items if f.mark == NOTE)
         if not unverified:

@@ -55,6 +55,12 @@ class Result:
         return measure.parse(self.stdout)
 
 
+def build_root() -> Path:
+    """Where programs are built: $STREAMALLOC_BUILD (on Colab, the runtime's disk when the course is in Drive:
+    streamalloc/colab.py sets it), else the course's build/."""
+    return Path(os.environ.get("STREAMALLOC_BUILD") or REPO / "build")
+
+
 class Lesson:
     def __init__(self, name: str, quiet: bool = False):
         self.name = name
@@ -102,7 +108,8 @@ class Lesson:
             if self.reference_gpu:
                 lines.append(f"  measurements are replayed from: {self.label}")
             else:
-                lines.append("  there is no recording to replay: record one on a GPU with `make record`")
+                lines.append("  this copy of the course has no recordings to replay (recordings/ is missing or empty): "
+                             "get a complete copy (README.md, \"Opening it\"), or run it on a GPU")
         return "\n".join(lines)
 
     # -- CUDA programs ----------------------------------------------------------------------
@@ -328,7 +335,7 @@ class Lesson:
         if not hasattr(self, "_key_figures"):
             self._key_figures = {}  # this lesson's figures so far: its file is written whole each time
         self._key_figures[name] = {"value": float(value), "unit": unit, "band": [lo, hi]}
-        folder = Path(os.environ.get("STREAMALLOC_KEY_FIGURES") or REPO / "build" / "key_figures") / self.mode.name
+        folder = Path(os.environ.get("STREAMALLOC_KEY_FIGURES") or build_root() / "key_figures") / self.mode.name
         folder.mkdir(parents=True, exist_ok=True)
         record = {"lesson": self.name, "mode": self.mode.name, "label": self.label, "figures": self._key_figures}
         (folder / f"{self.name}.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -390,7 +397,7 @@ def build_folder(name: str) -> Path:
     session = os.environ.get("JPY_SESSION_NAME", "")
     notebook = here / session if session.endswith(".ipynb") else here / f"{name}.ipynb"
     key = hashlib.sha256(f"{notebook}\0{name}".encode()).hexdigest()[:10]
-    folder = REPO / "build" / "cuda" / f"{name}-{key}"
+    folder = build_root() / "cuda" / f"{name}-{key}"
     for old in folder.glob("run-*"):
         pid = old.name.split("-")[1]
         if old.name != _RUN and pid.isdigit() and not _alive(int(pid)):

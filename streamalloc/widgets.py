@@ -15,9 +15,12 @@ the lesson's plot for the chosen one.
     explorer                                       # the last line of a cell shows it
 
 The explorer draws the default setting when it is made (so a setting missing from the grid, or a plot
-that fails, raises in the cell), and its display carries that drawing as a plain image beside the
-widget: a widget frontend shows the controls, while nbval, papermill, nbconvert and a notebook opened
-without its kernel show the image. Without ipywidgets it is only that image, with a note.
+that fails, raises in the cell). Shown, it is two outputs: first the plot, an ordinary image output that
+every front end shows (nbval, papermill, nbconvert, a notebook opened without its kernel, and a widget front
+end that cannot draw this ipywidgets' widgets, such as classic Notebook 6.5 with widgetsnbextension 3.6);
+then the controls. Moving a control redraws the plot in place (IPython's update_display); what the plot
+prints, or its error, shows in an Output below the controls. Without ipywidgets it is only the image, with a
+note.
 
 Importing this module is cheap: ipywidgets is imported when an explorer is made, not here.
 """
@@ -35,7 +38,6 @@ from matplotlib.figure import Figure
 
 RUN_NOW = "run it now on this GPU"
 RUN_NOW_OFF = "run it now (needs a GPU)"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def _ipywidgets():
@@ -112,13 +114,12 @@ class Explorer:
 
         self.controls, self.readouts, self.now, self.output, self.box = {}, {}, None, None, None
         self.draws = 0  # how many times plot was called: a test's hook
+        self.handles = []  # the plot's displays (a DisplayHandle each): a redraw updates them in place
         self._widgets = _ipywidgets()
         if self._widgets is not None:
             self._build(self._widgets)
         self.shown = self.draw(self.default)  # the default, once: raises here if it cannot be drawn
-        if self.output is not None:
-            self.output.outputs = (self.shown,)
-        else:
+        if self.box is None:
             print(f"ipywidgets is not installed: below is the default setting; {self._call_hint()} for another one")
 
     # -- the widgets -----------------------------------------------------------------------
@@ -135,7 +136,7 @@ class Explorer:
         if self.run is not None:
             self.now = w.Checkbox(value=False, disabled=not self.live, description=RUN_NOW if self.live else RUN_NOW_OFF,
                                   style=wide, indent=False)
-        self.output = w.Output()
+        self.output = w.Output()  # what a redraw printed, or its error; the plot itself is an output of its own
         sliders = [w.HBox([c, self.readouts[n]]) for n, c in self.controls.items() if n in self.readouts]
         switches = [c for n, c in self.controls.items() if n not in self.readouts] + ([self.now] if self.now else [])
         rows = [w.HBox(row) for row in (sliders, switches) if row]
@@ -189,7 +190,8 @@ class Explorer:
                 plt.close(n)
 
     def redraw(self, *_):
-        """Show the chosen setting in the Output; what the plot printed, or its error, shows there too."""
+        """Draw the chosen setting in place of the plot shown; what the plot printed, or its error, goes to the
+        Output below the controls (an error leaves the last good plot)."""
         text = io.StringIO()
         try:
             with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
@@ -199,7 +201,9 @@ class Explorer:
             self.output.outputs = tuple(outputs + [_stream("stderr", traceback.format_exc())])
             return
         self.shown = shown
-        self.output.outputs = tuple(([_stream("stdout", text.getvalue())] if text.getvalue() else []) + [shown])
+        self.output.outputs = tuple([_stream("stdout", text.getvalue())] if text.getvalue() else [])
+        for handle in self.handles:
+            handle.update(shown["data"], metadata=shown["metadata"], raw=True)
 
     # -- display ---------------------------------------------------------------------------
     def _call_hint(self) -> str:
@@ -211,15 +215,18 @@ class Explorer:
         return f"call {getattr(self.plot, '__name__', 'the plot function')}({', '.join(names)})"
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        image, metadata = self.shown["data"], self.shown["metadata"]
-        if self.box is None:
-            return image, metadata
-        # A widget frontend shows the controls, anything else the image. The widget's view is named here as
-        # ipywidgets 7 (display through _ipython_display_) and 8 (_repr_mimebundle_) both name it: protocol 2.0.
-        view = {"version_major": 2, "version_minor": 0, "model_id": self.box.model_id}
-        bundle = {"text/plain": image.get("text/plain", "Explorer"), WIDGET_VIEW: view}
-        bundle.update({k: v for k, v in image.items() if k != "text/plain"})
-        return bundle, metadata
+        """The plot shown now, as an image (what a formatter that does not display gets)."""
+        return self.shown["data"], self.shown["metadata"]
+
+    def _ipython_display_(self):
+        """The plot as an ordinary output first (every front end shows it), then the controls under it."""
+        from IPython.display import display
+
+        handle = display(self.shown["data"], metadata=self.shown["metadata"], raw=True, display_id=True)
+        if handle is not None:
+            self.handles.append(handle)
+        if self.box is not None:
+            display(self.box)
 
     def show(self):
         """Display the explorer (the same as leaving it as the last line of a cell)."""

@@ -1,10 +1,15 @@
-"""The set-up lines on a faked Colab (a google.colab module, a temporary /content), for every way the course
-can get there: already there, an uploaded archive, a Drive folder, a clone (failing and working), nothing."""
+"""The first cell on a faked Colab (a google.colab module, a temporary folder as /content, the kernel's folder),
+for every way the course can get there or fail to: an uploaded archive (renamed, newer than a copy, re-run,
+without its top folder, with entries outside it), a broken one (empty, cut short, a web page, corrupt, not the
+course, a newer broken one before an older good one), a copy without recordings, Drive, a clone, nothing.
+Each failure must be one sentence, no traceback; nothing may be written outside the course's folder."""
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -15,44 +20,230 @@ sys.path.insert(0, str(ROOT / "tools"))
 import make_dist  # noqa: E402
 import make_links  # noqa: E402
 
+from streamalloc import colab  # noqa: E402
+
 NAME = make_links.NAME
 
 
-def notebook_setup() -> str:
-    """The set-up lines as they stand in notebook 00 (what a learner runs), up to the helper package's import."""
-    cell = next(c for c in json.loads((ROOT / "notebooks/00_setup.ipynb").read_text())["cells"] if c["cell_type"] == "code")
+def notebook_setup(nb="notebooks/00_setup.ipynb") -> str:
+    """The set-up lines as they stand in a notebook (what a learner runs), up to the helper package's import."""
+    cell = next(c for c in json.loads((ROOT / nb).read_text())["cells"] if c["cell_type"] == "code")
     source = "".join(cell["source"])
     return source[:source.index(make_links.LIB)]
 
 
-def finder(colab: bool, monkeypatch, repo="unchanged"):
-    """The notebook's course_folder function, on (a faked) Colab or not."""
+def run_cell(monkeypatch, colab_here=True, repo="unchanged"):
+    """Run the first cell's set-up lines as a kernel would (in the current folder); return the folder it put on
+    sys.path."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    if colab:
+    if colab_here:
         monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
     else:
         monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     setup = notebook_setup()
-    namespace = {}
-    exec(setup[:setup.rindex("sys.path.insert")], namespace)  # everything but the call
-    f = namespace["course_folder"]
     if repo != "unchanged":
-        f.__defaults__ = (repo, *f.__defaults__[1:])
-    return f
+        setup = setup.replace('colab["find"](None)', f'colab["find"]({repo!r})')
+    exec(setup, {})
+    return Path(sys.path[0])
 
 
 @pytest.fixture
 def content(tmp_path, monkeypatch):
-    """An empty /content, and a working directory there, as on Colab."""
+    """An empty /content, the kernel's folder, as on Colab; no environment variable of the course's set."""
     c = tmp_path / "content"
     c.mkdir()
     monkeypatch.chdir(c)
+    monkeypatch.delenv("STREAMALLOC_BUILD", raising=False)
     return c
 
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
     return make_dist.build(tmp_path_factory.mktemp("dist"))
+
+
+def variant(archive: Path, to: Path, version="v2", prefix=f"{NAME}/", drop=(), extra=None, mtime=None) -> Path:
+    """The archive rewritten: another version in its marker, another top folder, entries dropped or added."""
+    with zipfile.ZipFile(archive) as src, zipfile.ZipFile(to, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            rel = info.filename[len(NAME) + 1:]
+            if any(rel.startswith(d) for d in drop):
+                continue
+            data = src.read(info)
+            if rel == colab.MARKER:
+                data = json.dumps({"course": NAME, "version": version}).encode()
+            dst.writestr(prefix + rel, data)
+        for name, data in (extra or {}).items():
+            dst.writestr(name, data)
+    if mtime is not None:
+        os.utime(to, (mtime, mtime))
+    return to
+
+
+def one_sentence(message: str, *needed: str):
+    assert "\n" not in message and "Traceback" not in message, message
+    for n in needed:
+        assert n in message, f"{n!r} not in: {message}"
+
+
+# -- the cell itself ----------------------------------------------------------------------------------------
+def test_the_notebooks_carry_the_generated_lines_in_a_collapsed_cell():
+    for nb in [*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("solutions/*.ipynb"), *ROOT.glob("labs/*.ipynb")]:
+        rel = str(nb.relative_to(ROOT))
+        assert notebook_setup(rel) == make_links.setup_lines(), rel
+        cell = next(c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, rel  # JupyterLab
+        assert cell["metadata"].get("cellView") == "form" and cell["source"][0].startswith("# @title"), rel  # Colab
+    assert make_links.setup_lines().count("\n") <= 20, "the set-up cell keeps only what runs before the package"
+
+
+def test_in_a_checkout_it_finds_the_course_above_the_notebook(monkeypatch):
+    monkeypatch.chdir(ROOT / "labs")
+    assert run_cell(monkeypatch, colab_here=False) == ROOT
+
+
+def test_outside_a_copy_off_colab_it_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        run_cell(monkeypatch, colab_here=False)
+    one_sentence(str(e.value), f"looked for it in {tmp_path} and above", "Upload", "make dist")
+
+
+# -- archives ----------------------------------------------------------------------------------------------
+def test_an_uploaded_archive_is_unpacked_checked_and_said(content, archive, monkeypatch, capsys):
+    (content / f"{NAME} (1).zip").write_bytes(archive.read_bytes())  # a browser's renamed second download
+    found = run_cell(monkeypatch)
+    assert found == content / NAME and (found / "streamalloc/__init__.py").is_file()
+    assert (found / "recordings").is_dir() and colab.version(found)
+    assert sorted(p.name for p in content.iterdir()) == [NAME, f"{NAME} (1).zip"], "no temporary folder is left"
+    out = capsys.readouterr().out
+    assert f"Using the course in {found} (version {colab.version(found)}, just unpacked from {NAME} (1).zip)" in out
+    assert "make record" not in out
+    stamp = (found / "streamalloc/__init__.py").stat().st_mtime_ns
+    assert run_cell(monkeypatch) == found, "run again: the same copy"
+    assert "unpacked earlier" in capsys.readouterr().out
+    assert (found / "streamalloc/__init__.py").stat().st_mtime_ns == stamp, "the same version is not unpacked again"
+
+
+def test_a_newer_archive_wins_over_an_older_copy(content, archive, monkeypatch, capsys):
+    variant(archive, content / f"{NAME}.zip", version="old", mtime=time.time() - 600)
+    run_cell(monkeypatch)
+    (content / NAME / "notebooks/mine.txt").write_text("an edit in the old copy")
+    variant(archive, content / f"{NAME} (1).zip", version="fixed")  # the learner uploads a fixed archive
+    assert run_cell(monkeypatch) == content / NAME
+    assert colab.version(content / NAME) == "fixed" and "version fixed, just unpacked" in capsys.readouterr().out
+    assert (content / f"{NAME}.old/notebooks/mine.txt").is_file(), "the replaced copy is kept beside it"
+
+
+def test_an_archive_of_the_contents_without_its_top_folder(content, archive, monkeypatch):
+    variant(archive, content / "course.zip", prefix="")
+    assert run_cell(monkeypatch) == content / NAME
+    assert sorted(p.name for p in content.iterdir()) == ["course.zip", NAME], "nothing lands in /content itself"
+
+
+def test_nothing_is_written_outside_the_course_folder(content, archive, monkeypatch):
+    (content / "00_setup.ipynb").write_text("the learner's notebook")
+    variant(archive, content / f"{NAME}.zip", extra={"00_setup.ipynb": "from the archive", "stray/x.txt": "x"})
+    assert run_cell(monkeypatch) == content / NAME
+    assert (content / "00_setup.ipynb").read_text() == "the learner's notebook"
+    assert not (content / "stray").exists()
+    evil = variant(archive, content / f"{NAME} (2).zip", version="evil", extra={f"{NAME}/../escaped.txt": "x"})
+    with pytest.raises(colab.NotTheCourse, match="outside its folder"):
+        colab.unpack(evil, f"{NAME}/", content)
+    assert not (content / "escaped.txt").exists() and colab.version(content / NAME) == "v2"
+    assert not [p for p in content.iterdir() if p.name.startswith(".")], "no temporary folder is left"
+
+
+BROKEN = {  # kind: (its bytes from the good archive's, what the cell says, what the set-up module says)
+    "empty": (lambda a: b"", "empty", "is empty (0 bytes)"),
+    "cut short": (lambda a: a.read_bytes()[: a.stat().st_size // 2], "not a whole zip", "is cut short"),
+    "a web page": (lambda a: b"<!DOCTYPE html><html><body>Sign in</body></html>", "not a whole zip", "is a web page"),
+    "not a zip": (lambda a: os.urandom(4096), "not a whole zip", "is not a zip archive"),
+    "damaged": (lambda a: a.read_bytes()[:2000] + bytes(b ^ 0xFF for b in a.read_bytes()[2000:2100])
+                + a.read_bytes()[2100:], "damaged", "damaged"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BROKEN))
+def test_a_broken_archive_is_one_sentence(content, archive, monkeypatch, capsys, kind):
+    make, cell_says, module_says = BROKEN[kind]
+    broken = content / f"{NAME}.zip"
+    broken.write_bytes(make(archive))
+    with pytest.raises(colab.NotTheCourse, match=re.escape(module_says)):
+        colab.check_archive(broken)
+    with pytest.raises(SystemExit) as e:
+        run_cell(monkeypatch)
+    message = str(e.value) + capsys.readouterr().out
+    assert "Traceback" not in message and cell_says in message, message
+    assert not (content / NAME).exists() and not [p for p in content.iterdir() if p.name.startswith(".")]
+    assert "\n" not in str(e.value)
+
+
+def test_an_archive_that_is_not_the_course(content, monkeypatch):
+    with zipfile.ZipFile(content / f"{NAME}.zip", "w") as z:
+        z.writestr("something/else.txt", "x")
+    with pytest.raises(SystemExit) as e:
+        run_cell(monkeypatch)
+    one_sentence(str(e.value), f"{NAME}.zip, not the course")
+
+
+def test_a_newer_broken_archive_then_an_older_good_one(content, archive, monkeypatch, capsys):
+    variant(archive, content / f"{NAME}.zip", version="good", mtime=time.time() - 600)
+    (content / f"{NAME} (1).zip").write_bytes(b"<html>not found</html>")
+    assert run_cell(monkeypatch) == content / NAME and colab.version(content / NAME) == "good"
+    out = capsys.readouterr().out
+    assert f"Skipped {content / (NAME + ' (1).zip')}: it is a web page" in out and "just unpacked from" in out
+
+
+def test_a_copy_without_recordings_is_not_used_silently(content, archive, monkeypatch, capsys):
+    variant(archive, content / f"{NAME}.zip", drop=("recordings/",))
+    assert run_cell(monkeypatch) == content / NAME
+    out = capsys.readouterr().out
+    assert "has no recordings" in out and "make record" not in out
+
+
+# -- other copies, and none -----------------------------------------------------------------------------------
+def test_the_course_in_drive_builds_on_local_disk(content, archive, monkeypatch, capsys):
+    drive = content / "drive/MyDrive"
+    drive.mkdir(parents=True)
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(drive)
+    assert run_cell(monkeypatch) == drive / NAME
+    assert "in Drive" in capsys.readouterr().out
+    assert os.environ["STREAMALLOC_BUILD"] == str(content / colab.LOCAL_BUILD)
+    from streamalloc import lesson
+    build = lesson.build_root()
+    assert build == content / colab.LOCAL_BUILD and drive not in build.parents
+
+
+def test_an_archive_wins_over_drive_and_says_how_to_switch(content, archive, monkeypatch, capsys):
+    drive = content / "drive/MyDrive"
+    drive.mkdir(parents=True)
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(drive)
+    (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
+    assert run_cell(monkeypatch) == content / NAME
+    out = capsys.readouterr().out
+    assert f"Also here: {drive / NAME} (to use it, delete {NAME}.zip and {NAME} from {content})" in out
+
+
+def test_nothing_found_says_where_it_looked_and_what_it_saw(content, monkeypatch):
+    (content / "my-photos.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip of another name
+    with pytest.raises(SystemExit) as e:
+        run_cell(monkeypatch)
+    one_sentence(str(e.value), f"looked for it in {content}", "my-photos.zip, not the course", f"Upload {NAME}.zip", "make dist",
+                 "Google Drive", str(content / "drive/MyDrive"))
+
+
+def test_a_cpu_runtime_is_pointed_to_change_runtime_type(content, archive, monkeypatch, capsys):
+    (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    monkeypatch.setattr(colab, "_has_gpu", lambda: False)
+    colab.find(content=content)
+    assert "Runtime -> Change runtime type" in capsys.readouterr().out
+    monkeypatch.setattr(colab, "_has_gpu", lambda: True)
+    colab.find(content=content)
+    assert "Change runtime type" not in capsys.readouterr().out
 
 
 def fake_git(tmp_path, monkeypatch, script):
@@ -63,70 +254,23 @@ def fake_git(tmp_path, monkeypatch, script):
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
 
 
-def test_the_notebooks_carry_the_generated_lines():
-    assert notebook_setup() == make_links.setup_lines()
-    assert make_links.setup_lines().count("\n") <= 25, "the set-up cell stays short"
-
-
-def test_in_a_checkout_it_finds_the_course_above_the_notebook(monkeypatch):
-    monkeypatch.chdir(ROOT / "notebooks")
-    assert finder(False, monkeypatch)() == ROOT
-
-
-def test_the_whole_cell_puts_the_course_on_sys_path(monkeypatch):
-    monkeypatch.chdir(ROOT / "labs")
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    exec(notebook_setup(), {})
-    assert sys.path[0] == str(ROOT)
-
-
-def test_outside_a_copy_off_colab_it_says_so(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit, match="open this notebook from a copy of the course"):
-        finder(False, monkeypatch)(content=tmp_path / "content")
-
-
-def test_colab_with_an_uploaded_archive(content, archive, monkeypatch):
-    (content / f"{NAME} (1).zip").write_bytes(archive.read_bytes())  # a browser's renamed second download
-    found = finder(True, monkeypatch, repo=None)(content=content)
-    assert found == content / NAME and (found / "streamalloc/__init__.py").is_file()
-    assert (found / "recordings").is_dir() and (found / "notebooks/00_setup.ipynb").is_file()
-    assert finder(True, monkeypatch, repo=None)(content=content) == content / NAME, "run again: already there"
-
-
-def test_colab_with_an_archive_that_is_not_the_course(content, monkeypatch):
-    with zipfile.ZipFile(content / f"{NAME}.zip", "w") as z:
-        z.writestr("something/else.txt", "x")
-    with pytest.raises(SystemExit, match="does not hold the course's folder"):
-        finder(True, monkeypatch, repo=None)(content=content)
-
-
-def test_colab_with_the_course_in_drive(content, monkeypatch):
-    (content / "drive/MyDrive" / NAME / "streamalloc").mkdir(parents=True)
-    assert finder(True, monkeypatch, repo=None)(content=content) == content / "drive/MyDrive" / NAME
-
-
-def test_colab_clone_failing_shows_gits_message(content, tmp_path, monkeypatch):
+def test_a_failing_clone_says_gits_message_in_one_line(content, archive, tmp_path, monkeypatch):
+    (content / "unrelated.zip").write_bytes(archive.read_bytes()[:100])  # the module comes from elsewhere here
     fake_git(tmp_path, monkeypatch, "echo \"fatal: repository 'https://github.com/$5/' not found\" >&2; exit 128\n")
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
     with pytest.raises(SystemExit) as e:
-        finder(True, monkeypatch, repo="someone/unpublished")(content=content)
-    assert "git clone https://github.com/someone/unpublished` failed" in str(e.value)
-    assert "fatal: repository" in str(e.value) and "not found" in str(e.value)
+        colab.find("someone/unpublished", content=content)
+    one_sentence(str(e.value), "git clone https://github.com/someone/unpublished` failed", "fatal: repository")
 
 
-def test_colab_clone_working(content, tmp_path, monkeypatch):
-    fake_git(tmp_path, monkeypatch, 'for a; do last=$a; done; mkdir -p "$last/streamalloc"\n')
-    assert finder(True, monkeypatch, repo="someone/published")(content=content) == content / NAME
+def test_a_working_clone(content, tmp_path, monkeypatch):
+    fake_git(tmp_path, monkeypatch, 'for a; do last=$a; done; mkdir -p "$last/streamalloc" "$last/notebooks"; '
+                                    'touch "$last/streamalloc/__init__.py" "$last/streamalloc/colab.py"\n')
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    assert colab.find("someone/published", content=content, say=lambda s: None) == content / NAME
 
 
-def test_colab_with_nothing_says_exactly_what_to_do(content, monkeypatch):
-    with pytest.raises(SystemExit) as e:
-        finder(True, monkeypatch, repo=None)(content=content)
-    message = str(e.value)
-    assert f"Upload {NAME}.zip" in message and "make dist" in message and "Google Drive" in message
-    assert "\n" not in message, "one short message"
-
-
+# -- the generator and the archive ----------------------------------------------------------------------------
 def test_no_link_names_a_repository_the_configuration_does_not():
     urls = []
     for f in [ROOT / "README.md", *ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("solutions/*.ipynb"), *ROOT.glob("labs/*.ipynb")]:
@@ -142,34 +286,56 @@ def test_a_configured_repository_gives_badges_and_a_clone():
     published = make_links.course_map("someone/published")
     assert published.count("colab.research.google.com/github/someone/published/blob/main/") == \
         len(list(ROOT.glob("notebooks/*.ipynb"))) + len(list(ROOT.glob("labs/*.ipynb")))
-    assert "repo='someone/published'" in make_links.setup_lines("someone/published")
+    assert "colab[\"find\"]('someone/published')" in make_links.setup_lines("someone/published")
 
 
 def test_hand_edited_set_up_lines_are_kept_without_force():
     text = (ROOT / "notebooks/00_setup.ipynb").read_text()
-    edited = text.replace("sys.path.insert(0, str(course_folder()))", "sys.path.insert(0, '/my/copy')")
+    edited = text.replace('sys.path.insert(0, str(colab[\\"find\\"](None)))', "sys.path.insert(0, '/my/copy')")
     assert edited != text
     with pytest.raises(make_links.HandEdited, match="--force"):
         make_links.with_setup(edited, "00")
-    assert "course_folder()" in make_links.with_setup(edited, "00", force=True)
+    assert 'colab[\\"find\\"](None)' in make_links.with_setup(edited, "00", force=True)
     readme = (ROOT / "README.md").read_text()
     with pytest.raises(make_links.HandEdited):
         make_links.with_map(readme.replace("| lecture |", "| lesson |", 1))
     assert make_links.with_map(readme) == readme
 
 
+def test_make_dist_packs_what_git_tracks_without_the_reports_images(tmp_path):
+    repo = tmp_path / "repo"
+    for f in ("tracked.txt", "reports/r/report.md", "reports/r/figures/a.png", "untracked.txt"):
+        (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        (repo / f).write_text(f)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "tracked.txt", "reports"], cwd=repo, check=True)
+    assert make_dist.course_files(repo) == ["reports/r/report.md", "tracked.txt"]
+
+
 def test_make_dist_unpacks_and_runs_a_test(tmp_path, archive):
+    assert archive.stat().st_size < 1.5 * 2**20, f"the archive is {archive.stat().st_size / 2**20:.1f} MiB"
     with zipfile.ZipFile(archive) as z:
         names = z.namelist()
+        mark = json.loads(z.read(f"{NAME}/{colab.MARKER}"))
         z.extractall(tmp_path)
+    assert mark["course"] == NAME and mark["version"]
     assert all(n.startswith(f"{NAME}/") for n in names)
-    for needed in ("Makefile", "requirements.txt", "README.md", "streamalloc/__init__.py", "tools/make_links.py",
-                   "notebooks/00_setup.ipynb", "labs/lab1_stream_ordered.ipynb", "solutions/lab1_stream_ordered.ipynb"):
+    for needed in ("Makefile", "requirements.txt", "README.md", "streamalloc/__init__.py", "streamalloc/colab.py",
+                   "tools/make_links.py", "notebooks/00_setup.ipynb", "labs/lab1_stream_ordered.ipynb",
+                   "solutions/lab1_stream_ordered.ipynb"):
         assert f"{NAME}/{needed}" in names, needed
     assert any(n.startswith(f"{NAME}/recordings/") and n.endswith(".json") for n in names)
-    assert not any("/build/" in n or "__pycache__" in n for n in names)
+    assert not any("/build/" in n or "__pycache__" in n or "/figures/" in n for n in names)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:nbval", "-o", "addopts=-p no:cacheprovider",
                            "tests/test_replay.py"], cwd=tmp_path / NAME, capture_output=True, text=True,
                           env={**os.environ, "STREAMALLOC_MODE": "replay"}, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert " passed" in done.stdout
+
+
+def test_a_new_copy_in_a_session_that_loaded_the_old_one_says_restart(content, archive, monkeypatch, capsys):
+    (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    colab.find(content=content)  # this test's process has the checkout's streamalloc loaded: another copy
+    assert "Runtime -> Restart session" in capsys.readouterr().out

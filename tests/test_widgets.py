@@ -38,9 +38,33 @@ def make_plot(calls):
 
 
 def image(explorer):
-    shown = [o for o in explorer.output.outputs if o["output_type"] == "display_data"]
-    assert len(shown) == 1, explorer.output.outputs
-    return shown[0]["data"]["image/png"]
+    """The plot the explorer shows now (its image output, which a redraw updates in place)."""
+    assert not [o for o in explorer.output.outputs if o["output_type"] == "display_data"], "the Output holds no plot"
+    return explorer.shown["data"]["image/png"]
+
+
+class Displays:
+    """IPython's display, captured as a front end would receive it: each display_data and update_display_data."""
+
+    def __init__(self, monkeypatch):
+        from IPython.core.interactiveshell import InteractiveShell
+
+        self.created = not InteractiveShell.initialized()  # then cleared after the test (the `displays` fixture)
+        self.shell = InteractiveShell.instance()
+        self.messages = []
+        monkeypatch.setattr(self.shell.display_pub, "publish",
+                            lambda data, metadata=None, source=None, *, transient=None, update=False, **kw:
+                            self.messages.append({"data": data, "transient": transient or {}, "update": update}))
+
+
+@pytest.fixture
+def displays(monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shown = Displays(monkeypatch)
+    yield shown
+    if shown.created:  # leave no shell behind for the tests that make their own
+        InteractiveShell.clear_instance()
 
 
 @needs_ipywidgets
@@ -61,11 +85,8 @@ def test_builds_the_controls_and_draws_the_default_once():
                                                                  [c["block size"], ex.readouts["block size"]]]
     assert list(switches.children) == [c["trim to 0 at the end"]] and out is ex.output
 
-    # its display: the widget for a frontend, the default's image for nbval, papermill and static views
-    data, _ = ex._repr_mimebundle_()
-    assert data[WIDGET_VIEW] == {"version_major": 2, "version_minor": 0, "model_id": ex.box.model_id}
-    assert data["image/png"] == image(ex)
-    assert ex.draws == 1 and len(calls) == 1, "showing it does not draw again"
+    assert ex.output.outputs == (), "the Output is for what a redraw prints; the plot is an output of its own"
+    assert ex.draws == 1 and len(calls) == 1
 
 
 @needs_ipywidgets
@@ -142,12 +163,37 @@ def test_the_readout_shows_the_whole_label():
 
 
 @needs_ipywidgets
-def test_it_displays_through_ipython(capsys):
-    """What IPython's display does with it, under ipywidgets 7 (Colab) and 8: the widget view and the image."""
-    from IPython.core.formatters import DisplayFormatter
-
+def test_it_displays_the_plot_first_then_the_controls_and_redraws_in_place(displays):
+    """What a front end receives, under ipywidgets 7 (Colab, classic Notebook 6.5) and 8: the plot as an ordinary
+    image output (shown even where the widget front end draws nothing), then the controls; a move of a control
+    updates that same image output."""
+    shown = displays
     ex = widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(0, 16, False))
-    data, _ = DisplayFormatter().format(ex)
-    assert data[WIDGET_VIEW]["model_id"] == ex.box.model_id and data["image/png"] == image(ex)
-    ex.controls["threshold"].value = 256  # and it still updates after being shown
-    assert ex.draws == 2 and ex.setting == (256, 16, False)
+    ex.show()
+    plot, controls = shown.messages
+    assert set(plot["data"]) == {"image/png", "text/plain"} and plot["data"]["image/png"] == image(ex)
+    assert WIDGET_VIEW not in plot["data"] and controls["data"][WIDGET_VIEW]["model_id"] == ex.box.model_id
+    first = image(ex)
+    ex.controls["threshold"].value = 256  # it still updates after being shown
+    update = shown.messages[-1]
+    assert update["update"] and update["transient"]["display_id"] == plot["transient"]["display_id"]
+    assert update["data"]["image/png"] == image(ex) != first and ex.draws == 2 and ex.setting == (256, 16, False)
+
+
+@needs_ipywidgets
+def test_an_error_in_a_redraw_keeps_the_last_plot(displays):
+    shown = displays
+    grid = dict(GRID)
+    del grid[(64, 16, False)]
+    ex = widgets.Explorer(grid, make_plot([]), CONTROLS, default=(0, 16, False))
+    ex.show()
+    before = len(shown.messages)
+    ex.controls["threshold"].value = 64
+    assert len(shown.messages) == before and "LookupError" in ex.output.outputs[-1]["text"]
+
+
+def test_without_ipywidgets_it_displays_the_plot_alone(monkeypatch, displays):
+    monkeypatch.setattr(widgets, "_ipywidgets", lambda: None)
+    shown = displays
+    widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(64, 16, False)).show()
+    assert [set(m["data"]) for m in shown.messages] == [{"image/png", "text/plain"}]

@@ -8,12 +8,18 @@ and finds the course there (README.md, "Opening it").
     python tools/make_dist.py                 write build/dist/stream-ordered-allocator.zip
     python tools/make_dist.py --out DIR       write DIR/stream-ordered-allocator.zip instead
 
-The files are git's tracked files as they are in the working tree (or, outside a git checkout, every file but
-build outputs). The archive is written to a temporary name and renamed, so a failed build leaves no half archive.
+The files are the ones git tracks (`git ls-files`), as they are in the working tree: nothing else lying in the
+folder is shipped; outside a git checkout, every file but build outputs. The sample reports' images
+(reports/*/figures/) stay out: they are most of the folder's size, and the report's text says what they showed.
+Beside them it writes the marker file stream-ordered-allocator/course-version.json, {"course": ..., "version":
+...}: the first cell checks an archive by it (streamalloc/colab.py). The archive is written to a temporary name
+and renamed, so a failed build leaves no half archive.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import subprocess
 import sys
@@ -24,23 +30,39 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from make_links import NAME  # noqa: E402  the folder name the notebooks' set-up lines look for
 
+MARKER = "course-version.json"  # streamalloc/colab.py's MARKER: the first cell checks an archive by it
+
 NEEDED = ["README.md", "Makefile", "requirements.txt", "environment.yml", "conftest.py", "pytest.ini",
           "streamalloc/__init__.py", "streamalloc/include/course.cuh", "notebooks", "labs", "solutions", "recordings",
-          "tests", "tools/make_links.py"]
+          "tests", "tools/make_links.py", "streamalloc/colab.py"]
+LEFT_OUT = ("reports/*/figures/*",)  # the sample reports' images (3 of the 3.7 MiB); their text stays
 SKIP_DIRS = {".git", "build", ".venv", ".site", "__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
 
 
 def course_files(root: Path = ROOT) -> list[str]:
     """The files that make the course, relative to root, sorted."""
     if (root / ".git").exists():
-        done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, text=True)
+        done = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True)
         if done.returncode == 0:
-            return sorted(p for p in done.stdout.split("\0") if p and (root / p).is_file())
+            return sorted(p for p in done.stdout.split("\0")
+                          if p and (root / p).is_file() and not any(Path(p).match(g) for g in LEFT_OUT))
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         files += [str((Path(dirpath) / f).relative_to(root)) for f in filenames if not f.endswith(".pyc")]
-    return sorted(files)
+    return sorted(f for f in files if not any(Path(f).match(g) for g in LEFT_OUT))
+
+
+def version(root: Path = ROOT) -> str:
+    """When the archive was built, and from which commit ("2026-11-25 14:02 UTC, commit de16522"); a rebuild is a
+    new version, so the first cell unpacks it over an older copy."""
+    built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
+    if commit.returncode != 0:
+        return built
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                           text=True).stdout.strip()
+    return f"{built}, commit {commit.stdout.strip()}" + (" with changes not committed" if dirty else "")
 
 
 def build(out_dir: Path, root: Path = ROOT) -> Path:
@@ -55,6 +77,7 @@ def build(out_dir: Path, root: Path = ROOT) -> Path:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             for f in files:
                 z.write(root / f, f"{NAME}/{f}")
+            z.writestr(f"{NAME}/{MARKER}", json.dumps({"course": NAME, "version": version(root)}, indent=1) + "\n")
         tmp.replace(archive)
     finally:
         tmp.unlink(missing_ok=True)

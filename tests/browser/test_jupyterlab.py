@@ -130,8 +130,10 @@ def page(browser):
 KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!k && k.status === 'idle'; }"""
-PROMPTS = """() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
-  .map(e => e.textContent.trim())"""
+# each code cell's prompt ("[3]:", "[*]:"); a collapsed cell (the set-up cell) shows none: its model's count then
+PROMPTS = """() => window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code').map(c => {
+  const p = c.node.querySelector('.jp-InputPrompt'), t = p ? p.textContent.trim() : '';
+  return t || (c.model.executionCount === null ? '' : `[${c.model.executionCount}]:`); })"""
 EXECUTE = """async (code) => {
   const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   const f = k.requestExecute({code: code, silent: false, store_history: false});
@@ -179,9 +181,11 @@ def slider(page, description):
     return found.first
 
 
+PLOT = ".jp-RenderedImage img"  # the explorer's plot: an ordinary image output of its cell, above the controls
+
+
 def explorer_image(page):
-    img = page.locator(".jp-Cell", has=page.locator(".widget-slider")).locator(
-        ".widget-output img, .jupyter-widgets-output-area img").first
+    img = page.locator(".jp-Cell", has=page.locator(".widget-slider")).locator(PLOT).first
     img.wait_for(timeout=30_000)
     return img.get_attribute("src")
 
@@ -232,7 +236,8 @@ def shown(page):
 
 def wait_image_change(page, old_src):
     page.wait_for_function(
-        """(old) => { const i = document.querySelector('.widget-output img, .jupyter-widgets-output-area img');
+        """(old) => { const c = [...document.querySelectorAll('.jp-Cell')].find(e => e.querySelector('.widget-slider'));
+                      const i = c && c.querySelector('.jp-RenderedImage img');
                       return i && i.getAttribute('src') !== old; }""", arg=old_src, timeout=30_000)
     return explorer_image(page)
 
