@@ -146,7 +146,7 @@ def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(tmp_path):
 
 
 def test_the_notebook_writes_its_programs_and_they_parse():
-    assert sorted(programs()) == ["cupy_fft.py", "replay_alloc.py", "replay_trace.cu", "torch_step.py"]
+    assert sorted(programs()) == ["cupy_filter.py", "replay_alloc.py", "replay_trace.cu", "torch_step.py"]
     for name, src in programs().items():
         if name.endswith(".py"):
             compile(src, name, "exec")
@@ -193,10 +193,10 @@ class CannedLesson:
                      + [["free_completed", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(1, 4)] for k in range(4)]
             return self._result(file, [{"model": "toy", "torch": "0", "parameters": 1, "lengths": [1, 2, 3, 4]}]
                                 + [{"step": k, "events": e} for k, e in enumerate(steps)])
-        if file == "cupy_fft.py" and args[0] == "hook":
+        if file == "cupy_filter.py" and args[0] == "hook":
             return self._result(file, [{"step": k, "events": [["alloc", 5, MiB << k, 1], ["free", 5, MiB << k, 1]]}
                                        for k in range(4)])
-        if file == "cupy_fft.py":
+        if file == "cupy_filter.py":
             return self._result(file, [{"skipped": "RMM is not installed in this Python (canned)"}])
         if file == "replay_trace.cu":
             t = W.Trace.parse(Path(args[0]).read_text())
@@ -236,7 +236,7 @@ def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
     ns = run_cells(lesson)
     printed = capsys.readouterr().out
     assert "No RMM trace" in printed and "RMM is not installed" in printed
-    assert set(ns["traces"]) == {"PyTorch training step", "CuPy FFT pipeline", "built to fragment"}
+    assert set(ns["traces"]) == {"PyTorch training step", "CuPy filter pipeline", "built to fragment"}
     assert len(lesson.figures) == 2 and all(v > 0 for v in lesson.figures.values())
     t = ns["traces"]["built to fragment"]
     text = W.conclusion(ns["results"], t, "Test GPU")
@@ -273,7 +273,7 @@ def test_the_lab_uses_notebook_08_s_replayer_unchanged():
     assert written["replay_trace.cu"] == programs()["replay_trace.cu"]
 
 
-@pytest.mark.parametrize("name,args", [("cupy_fft.py", ["hook", "2"]), ("replay_alloc.py", ["cupy", "TRACE"])])
+@pytest.mark.parametrize("name,args", [("cupy_filter.py", ["hook", "2"]), ("replay_alloc.py", ["cupy", "TRACE"])])
 def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
     """Without a usable GPU the programs exit non-zero with a message, and print no trace or measurement."""
     import subprocess
