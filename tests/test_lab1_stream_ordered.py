@@ -366,11 +366,26 @@ def test_issue19_live_a_wrong_answer_only_the_run_catches(name):
                                   "a lambda that frees before the kernels"])
 @live_only
 def test_issue19_live_the_probe_shows_a_free_that_does_not_wait(name):
-    """The reading rejects these too; here the run's probe must show it as well (it is what the results say)."""
-    LAB.rejected(name, ANSWERS_WRONG[name][0], "the free does not wait for the kernels", built=True)
+    """The reading rejects these too; here the run must show it as well: the probe's wrong sum, compute-sanitizer's
+    report of a use not ordered before the free, or the program failing. (Live on the H100 the sanitizer, not the
+    probe, showed all four: the probe's other stream did not get the freed block there.)"""
+    check = LAB.rejected(name, ANSWERS_WRONG[name][0], built=True)
+    shown = ("the free does not wait for the kernels", "use of buf not ordered before its free", "exited with status")
+    assert any(w in check.evalue for w in shown), f"{name}: only the reading rejected it: {check.evalue}"
 
 
-@pytest.mark.parametrize("name", list(ANSWERS_RIGHT))
+SLOWER = "freed on another stream after an event"  # right in what it does, but the lab's speed target rejects it
+
+
+@pytest.mark.parametrize("name", [n for n in ANSWERS_RIGHT if n != SLOWER])
 @live_only
 def test_issue19_live_a_right_answer_written_differently_passes(name):
     LAB.passes(name, ANSWERS_RIGHT[name])
+
+
+@live_only
+def test_issue19_live_a_free_on_another_stream_after_an_event_is_right_but_misses_the_speed_target():
+    """Live on the H100 its event and cross-stream wait each iteration cost about 11 µs over the limit (target: 4.7 µs
+    over it): every result is right and only the speed is wrong, which is what the check must say."""
+    check = LAB.rejected(SLOWER, ANSWERS_RIGHT[SLOWER], "1 thing(s) still wrong: speed:", built=True)
+    assert "result (yours): all" in check.printed and "no leak" in check.printed, check.printed
