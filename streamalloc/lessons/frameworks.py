@@ -16,7 +16,7 @@ LOOPS = ("preallocated", "allocate-use-free", "calls", "array calls")  # alloc_p
 def budget(machine) -> int:
     """The most one program may hold: a quarter of the memory free when the machine was probed (in replay the
     recorded GPU's, so replay asks for the recorded arguments); 1 GiB where nothing is known."""
-    return (machine.memory_free or 4 << 30) // 4
+    return measure.free_memory(machine, 4 << 30) // 4
 
 
 def loop_sizes(budget_bytes: int) -> list[int]:

@@ -11,16 +11,16 @@ from ..measure import med, mib
 MiB = 1 << 20
 
 
-# -- sizes: the one rule of this lesson (to be replaced by the course's shared helper for sizes and free memory) --
+# -- sizes: the course's one rule (measure.free_memory, measure.block_size) ---------------------------------------
 def free_bytes(machine) -> int:
     """The memory free when the machine was probed (in replay the recorded GPU's); 8 GiB where nothing is known."""
-    return machine.memory_free or 8 << 30
+    return measure.free_memory(machine)
 
 
 def block_size(machine) -> int:
-    """The programs' allocation: 64 MiB, or a sixteenth of the free memory on a smaller GPU, in whole 2 MiB pages,
-    at least 8 MiB. No program holds more than four at once."""
-    return max(8 * MiB, min(64 * MiB, free_bytes(machine) // 16) // (2 * MiB) * (2 * MiB))
+    """The programs' allocation: measure.block_size (64 MiB, or a sixteenth of the free memory on a smaller GPU, in
+    whole 2 MiB pages, at least 8 MiB). No program holds more than four at once."""
+    return measure.block_size(free_bytes(machine))
 
 
 def compare_sizes(machine) -> list[int]:
