@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from . import cuda, gpu, measure, replay
-from .errors import (CompileError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound, RecordingError,
+from .errors import (BuildFailed, CompileError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound, RecordingError,
                      check_settings)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,7 +75,11 @@ class Lesson:
             self.mode = gpu.Mode(False, "no GPU found (this machine has no NVIDIA driver)")
         self.build = build_folder(name)  # this notebook's, this process's: its %%writefile cells write here
         self.bin = self.build.parent / "bin"  # the notebook's built programs, keyed by their content
-        self.build.mkdir(parents=True, exist_ok=True)
+        try:
+            self.build.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a read-only or full disk: say which folder, not a traceback
+            raise BuildFailed(f"the build folder {self.build} cannot be made: {e.strerror or e} (a read-only folder, or "
+                              "a full disk); set STREAMALLOC_BUILD to a folder you can write") from None
         self.reference_gpu = replay.reference()
         self._programs: dict[str, str] = {}  # key source -> program_sha, for what key_source() made
         if self.mode.live:

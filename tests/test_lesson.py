@@ -284,3 +284,23 @@ def test_a_header_written_beside_a_program_is_part_of_its_build(tmp_path, monkey
     first = cuda.build(src, out_dir=tmp_path / "bin")
     (tmp_path / "k.h").write_text("#define K 2\n")
     assert cuda.build(src, out_dir=tmp_path / "bin") != first
+
+
+def test_a_build_folder_that_cannot_be_made_is_named_in_one_message(tmp_path, monkeypatch):
+    """A read-only build root (or a full disk): sa.start says which folder and why, not a raw OSError."""
+    import os
+    from streamalloc import lesson as lesson_mod
+    from streamalloc.errors import BuildFailed
+    root = tmp_path / "ro"
+    root.mkdir()
+    os.chmod(root, 0o500)
+    monkeypatch.setenv("STREAMALLOC_BUILD", str(root))
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    try:
+        if os.access(root, os.W_OK):  # root ignores the mode bits: make the parent of the build folder a file instead
+            os.chmod(root, 0o700)
+            (root / "cuda").write_text("not a folder")
+        with pytest.raises(BuildFailed, match="build folder .* cannot be made"):
+            lesson_mod.start("00_setup", quiet=True)
+    finally:
+        os.chmod(root, 0o700)
