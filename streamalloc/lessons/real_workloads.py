@@ -304,8 +304,8 @@ def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
         text += f"The cheapest is also within {slack:g}× of the smallest footprint: it fits this trace. "
     else:
         text += (f"Of the allocators within {slack:g}× of the smallest footprint, {fits['allocator']} is cheapest "
-                 f"({us(fits)}); the cheapest overall holds {fastest['peak_reserved'] / fits['peak_reserved']:.2f}× as "
-                 f"much at the peak. ")
+                 f"({us(fits)}); the cheapest overall holds "
+                 f"{fastest['peak_reserved'] / fits['peak_reserved']:.2f}× as much at the peak. ")
     up_front = worst["grows"] <= 2 and worst["peak_reserved"] > 2 * peak  # a starting size, not the trace's doing
     text += (f"The largest footprint is {worst['allocator']}'s, {worst['peak_reserved'] / peak:.2f}× the trace's peak"
              + (f" (what it held grew {worst['grows']} times over the cold pass: most of it was the size the allocator "
