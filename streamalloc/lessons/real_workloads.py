@@ -159,7 +159,7 @@ def from_rmm_csv(name: str, source: str, text: str, step_rows, most: int = MOST_
 
 def built_to_fragment(steps: int = 10, blocks: int = 8) -> Trace:
     """A trace built to fragment a caching allocator: each step allocates `blocks` large short-lived blocks, each
-    followed by a small block that lives three steps, and the large sizes grow 15% a step, so the holes the
+    followed by a small block freed three steps later, and the large sizes grow 15% a step, so the holes the
     large blocks leave are always a little too small for the next step's. Two streams take turns."""
     events, nid, small_live = [], 0, []
     base = [8, 12, 20, 6, 16, 10, 24, 14]
