@@ -338,3 +338,20 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
     assert len(record["timeline_event"]) == len(record["timeline_in_use"]) <= 256
     row = W.rows([record], t)[0]
     assert row["reserved / trace peak"] == 1.0 and row["grew / shrank (warm)"] == "0 / 0"
+
+
+def test_a_time_below_its_loops_floor_is_marked_and_never_named_cheapest():
+    """A setting timed in another process than its floor can come out below it: that is no allocator's cost."""
+    t = W.built_to_fragment()
+    recs = [{**toy(t, name, "python", True, us), "trace": t.name} for name, us in
+            (("one buffer (PyTorch loop)", 500.0), ("PyTorch native", 600.0), ("PyTorch cudaMallocAsync", 400.0))]
+    rows = {r["allocator"]: r for r in W.rows(recs, t)}
+    low = rows["PyTorch cudaMallocAsync"]
+    assert low["µs above its loop's floor"] == -100 and "below" in low["note"]
+    assert rows["PyTorch native"]["note"] == ""
+    text = W.conclusion(recs, t, "Test GPU")
+    assert "the cheapest is PyTorch native (100 µs" in text and "below its loop's floor: PyTorch cudaMallocAsync (-100 µs)" in text
+
+
+def test_table_figures_are_whole_above_a_thousand():
+    assert W.num(13576.34) == 13576 and W.num(662.84) == 662.8 and sa.plots.Table._fmt(W.num(40702.0)) == "40702"

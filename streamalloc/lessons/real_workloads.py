@@ -159,7 +159,7 @@ def from_rmm_csv(name: str, source: str, text: str, step_rows, most: int = MOST_
 
 def built_to_fragment(steps: int = 10, blocks: int = 8) -> Trace:
     """A trace built to fragment a caching allocator: each step allocates `blocks` large short-lived blocks, each
-    followed by a small block that lives three steps, and the large sizes grow 15% a step, so the holes the
+    followed by a small block freed three steps later, and the large sizes grow 15% a step, so the holes the
     large blocks leave are always a little too small for the next step's. Two streams take turns."""
     events, nid, small_live = [], 0, []
     base = [8, 12, 20, 6, 16, 10, 24, 14]
@@ -223,6 +223,17 @@ def own_us(r: dict, results) -> float:
     return step_us(r) - (step_us(f) if f else 0.0)
 
 
+# A floor is timed in one process per library (PyTorch's in the native one; CuPy's also serves RMM), and each of
+# PyTorch's other settings and RMM runs in a process of its own: a time below the floor is the spread of the loop's
+# timing, or the difference between two processes, larger there than what the allocator costs.
+BELOW_FLOOR = "below its loop's floor: the timing's spread, no allocator cost; left out of the ranking"
+
+
+def num(x: float):
+    """A table's figure: whole above 1000 (so that no column reads 1.358e+04), one decimal below."""
+    return round(x) if abs(x) >= 1000 else round(x, 1)
+
+
 def rows(results: list[dict], trace: Trace) -> list[dict]:
     """One table row per allocator that replayed `trace` (records with "trace" == its name)."""
     peak = trace.stats()["peak"]
@@ -233,16 +244,17 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
         if r.get("skipped"):
             out.append({"allocator": r["allocator"], "µs per step": "skipped", "note": r["skipped"]})
             continue
-        out.append({"allocator": r["allocator"], "µs per step": round(step_us(r), 1),
-                    "µs above its loop's floor": round(own_us(r, results), 1),
-                    "peak reserved MiB": round(mib(r["peak_reserved"]), 1),
+        out.append({"allocator": r["allocator"], "µs per step": num(step_us(r)),
+                    "µs above its loop's floor": num(own_us(r, results)),
+                    "peak reserved MiB": num(mib(r["peak_reserved"])),
                     "peak in use MiB": round(mib(r["peak_in_use"]), 1),
                     "reserved / trace peak": round(r["peak_reserved"] / peak, 2) if peak else None,
-                    "held after a step, MiB": round(mib(max(r["held"], default=0)), 1),
+                    "held after a step, MiB": num(mib(max(r["held"], default=0))),
                     "grew / shrank (cold)": f"{r['grows']} / {r['shrinks']}",
                     "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
-                    "note": "" if reported(r) or r["allocator"].startswith("one buffer") else
-                    "reports less reserved than in use: left out of the conclusion"})
+                    "note": "" if r["allocator"].startswith("one buffer") else
+                    "reports less reserved than in use: left out of the conclusion" if not reported(r) else
+                    BELOW_FLOOR if own_us(r, results) < 0 else ""})
     return out
 
 
@@ -271,23 +283,33 @@ def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
         return f"**{trace.name}**: no allocator replayed it here."
     cost = {r["allocator"]: own_us(r, results) for r in done}
     us = lambda r: f"{cost[r['allocator']]:.0f} µs a step above its loop's floor, {step_us(r):.0f} in all"  # noqa: E731
-    fastest = min(done, key=lambda r: cost[r["allocator"]])
+    below = [r for r in done if cost[r["allocator"]] < 0]
+    timed = [r for r in done if cost[r["allocator"]] >= 0] or done
+    fastest = min(timed, key=lambda r: cost[r["allocator"]])
     smallest = min(done, key=lambda r: r["peak_reserved"])
-    fits = min((r for r in done if r["peak_reserved"] <= slack * smallest["peak_reserved"]),
-               key=lambda r: cost[r["allocator"]])
+    fits = min((r for r in timed if r["peak_reserved"] <= slack * smallest["peak_reserved"]),
+               key=lambda r: cost[r["allocator"]], default=fastest)
     peak = trace.stats()["peak"]
     worst = max(done, key=lambda r: r["peak_reserved"])
     text = (f"**{trace.name}** on {gpu}: the cheapest is {fastest['allocator']} ({us(fastest)}; peak reserved "
             f"{size(fastest['peak_reserved'])}); the smallest footprint is {smallest['allocator']} "
             f"({size(smallest['peak_reserved'])}, {smallest['peak_reserved'] / peak:.2f}× the {size(peak)} the "
             f"trace asks for at its peak; {us(smallest)}). ")
+    if below and timed is not done:
+        text += ("Left out of the ranking, below its loop's floor: "
+                 + ", ".join(f"{r['allocator']} ({cost[r['allocator']]:.0f} µs)" for r in below)
+                 + "; there the spread of the loop's timing (or the gap to a floor timed in another process) is larger "
+                   "than what the allocator costs. ")
     if fits is fastest:
         text += f"The cheapest is also within {slack:g}× of the smallest footprint: it fits this trace. "
     else:
         text += (f"Of the allocators within {slack:g}× of the smallest footprint, {fits['allocator']} is cheapest "
-                 f"({us(fits)}): the cheapest holds {fastest['peak_reserved'] / fits['peak_reserved']:.2f}× its memory "
-                 f"at the peak. ")
+                 f"({us(fits)}); the cheapest overall holds "
+                 f"{fastest['peak_reserved'] / fits['peak_reserved']:.2f}× as much at the peak. ")
+    up_front = worst["grows"] <= 2 and worst["peak_reserved"] > 2 * peak  # a starting size, not the trace's doing
     text += (f"The largest footprint is {worst['allocator']}'s, {worst['peak_reserved'] / peak:.2f}× the trace's peak"
+             + (f" (what it held grew {worst['grows']} times over the cold pass: most of it was the size the allocator "
+                "starts with, not what the trace asked)" if up_front else "")
              + (f", and it took memory from the driver {worst['grows_warm']} times in a warm replay" if
                 worst["grows_warm"] else "") + ".")
     churn = [r for r in done if r["grows_warm"] > 0 and r["shrinks_warm"] > 0]
