@@ -190,7 +190,7 @@ class Report:
         if exe is None:  # replay without nvcc: a recording of this very code would show that it built
             self.unverified("whether it compiles", "nvcc is not installed here (how to get it: below)",
                             NvccNotFound(NVCC_HELP))
-        else:
+        elif not any(f.mark == OK and f.what == "it compiles" for f in self.items):  # a file run twice: said once
             self.ok("it compiles")
         return True
 
