@@ -209,9 +209,19 @@ def timeout_problem(path: Path, limit: float) -> str:
             "(STREAMALLOC_CELL_TIMEOUT sets the limit)")
 
 
-def died_problem(path: Path) -> str:
-    return (f"the kernel died in {running_cell(path)}: its Python process ended (a crash, the machine's memory "
-            "running out, or an exit called in the cell)")
+def died_problem(path: Path, cell=None) -> str:
+    """`cell`: the cell nbclient last started (on_cell_start), which names it even where papermill's copy on disk
+    is a cell behind; else the copy's last running cell."""
+    where = None
+    if cell is not None and path.is_file():
+        import nbformat
+        try:
+            cells = source_cells(nbformat.read(str(path), as_version=4))
+            where = next((_where(n, len(cells), c) for n, c in cells if c.get("id") == cell.get("id")), None)
+        except Exception:  # a copy papermill could not finish writing
+            pass
+    return (f"the kernel died in {where or running_cell(path)}: its Python process ended (a crash, the machine's "
+            "memory running out, or an exit called in the cell)")
 
 
 def _writable(folder: Path) -> None:
@@ -259,12 +269,14 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
             print(f"[{i}/{len(nbs)}] {rel}", flush=True)
             t0 = time.perf_counter()
             error = note = ""
+            started = {}  # the cell nbclient last started
             try:
                 _writable(out.parent)  # the disk filled up, or the folder became read-only, during the run
                 km = kernels.take(nb, following=nbs[i] if i < len(nbs) else None)
                 papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
                                            progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
-                                           km=km, on_cell_executed=kernels.after_cell)
+                                           km=km, on_cell_executed=kernels.after_cell,
+                                           on_cell_start=lambda cell=None, **_: started.update(cell=cell))
             except OutputNotWritable as e:
                 error = str(e)
             except papermill.PapermillExecutionError:
@@ -272,7 +284,7 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
             except CellTimeoutError:
                 error = timeout_problem(out, cell_timeout)
             except DeadKernelError:
-                error = died_problem(out)
+                error = died_problem(out, started.get("cell"))
             except Exception as e:  # the notebook could not be read or written
                 error = _first_error(e)
             except BaseException:  # an interrupt (SIGINT, SIGTERM, SIGHUP): the kernel is interrupted, then stopped

@@ -208,6 +208,8 @@ def test_the_course_in_drive_builds_on_local_disk(content, archive, monkeypatch,
     drive.mkdir(parents=True)
     with zipfile.ZipFile(archive) as z:
         z.extractall(drive)
+    monkeypatch.setenv("STREAMALLOC_BUILD", "")  # the cell sets it: monkeypatch removes it after this test
+    monkeypatch.delenv("STREAMALLOC_BUILD")
     assert run_cell(monkeypatch) == drive / NAME
     assert "in Drive" in capsys.readouterr().out
     assert os.environ["STREAMALLOC_BUILD"] == str(content / colab.LOCAL_BUILD)

@@ -242,6 +242,7 @@ def test_a_notebooks_programs_are_its_own(tmp_path, monkeypatch):
     (two processes) neither; a run folder of a process that has ended goes."""
     monkeypatch.setattr(lesson_mod, "REPO", tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.delenv("STREAMALLOC_BUILD", raising=False)  # build_root(): the course's build/ here
     for folder in ("labs", "solutions"):
         (tmp_path / folder).mkdir()
     monkeypatch.chdir(tmp_path / "labs")
