@@ -237,3 +237,12 @@ def canned_measure(command: str, returncode: int):
         data = {"output": lesson.sanitizer_output, "returncode": returncode, "version": "canned", "command": command}
         return Result(name, [], "", "", 0.1, False, "a canned run", data)
     return measure
+
+
+def both(*edits):
+    """One edit made of several, applied in order (an answer that changes two places of a program)."""
+    def edit(t):
+        for e in edits:
+            t = e(t)
+        return t
+    return edit

@@ -7,7 +7,7 @@ CUDA: only the check catches it.
 """
 import pytest
 
-from labcheck import LIVE, Lab, in_function, live_only, regions
+from labcheck import LIVE, Lab, both, in_function, live_only, regions
 
 LAB = Lab("lab1_stream_ordered", "pipeline.cu")
 FUNCTION = "pipeline_stream_ordered"
@@ -248,14 +248,6 @@ SCRATCH = """struct Scratch {  // a buffer for one iteration: allocated and free
 
 def before_function(text):
     return lambda t: t.replace(f"void {FUNCTION}(", text + f"void {FUNCTION}(", 1)
-
-
-def both(*edits):
-    def edit(t):
-        for e in edits:
-            t = e(t)
-        return t
-    return edit
 
 
 ANSWERS_WRONG = {  # name: (edit, what its run prints, words the verdict must hold, who decides)

@@ -7,7 +7,7 @@ output in tests/test_checks.py).
 """
 import pytest
 
-from labcheck import Lab, in_function, live_only, regions
+from labcheck import Lab, both, in_function, live_only, regions
 
 LAB = Lab("lab2_tune_pool", "tuned.cu")
 FUNCTION = "tuned_loop"
@@ -162,14 +162,6 @@ KEEP_HELPER = """static void keep(cudaMemPool_t which, uint64_t bytes) {  // the
 
 def with_helper(text):
     return lambda t: t.replace(f"static void {FUNCTION}(", text + f"static void {FUNCTION}(", 1)
-
-
-def both(*edits):
-    def edit(t):
-        for e in edits:
-            t = e(t)
-        return t
-    return edit
 
 
 ANSWERS_WRONG = {  # name: (edit, what its run prints, words the verdict must hold, who decides)
