@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from test_jupyterlab import NB03, REPO, RUN_TIMEOUT_S, SHOTS, browser, chromium, page  # noqa: F401  (fixtures)
+from test_jupyterlab import NB03, REPO, RUN_TIMEOUT_S, SHOTS  # the fixtures browser and page: conftest.py
 
 COLAB_VENV = Path(os.environ.get("COLAB_VENV") or REPO / "build" / "venv-colab")
 

@@ -34,15 +34,6 @@ RUN_TIMEOUT_S = 420
 CHECKLIST_MAX_LINES = 40
 
 
-def chromium() -> str:
-    for candidate in (os.environ.get("CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"),
-                      shutil.which("google-chrome")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.fail("no Chromium found: install Debian's package (apt-get install -y chromium) or name the binary "
-                "in $CHROMIUM")
-
-
 # -- the server and the browser -------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def course() -> Path:
@@ -98,32 +89,6 @@ def server(course):
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
-
-
-@pytest.fixture(scope="session")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright is not installed: pip install playwright (its browser download is not needed: "
-                    "the test drives Debian's chromium)")
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    """A fresh page that collects console errors and uncaught exceptions in page.errors."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.errors = []
-    pg.on("console", lambda m: pg.errors.append(f"console: {m.text}") if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.errors.append(f"page error: {e}"))
-    yield pg
-    context.close()
 
 
 # -- JupyterLab ------------------------------------------------------------------------------------------
