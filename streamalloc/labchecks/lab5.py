@@ -10,7 +10,10 @@ own free the exporter gives the memory to a next allocation that overwrites it w
 ordered after the importer's (TODO 3 or 4) shows in that last read, and on the GPU clock. The margins: the recorded
 solution's importer read 0.2 ms after the writes and the exporter freed 0.15 ms after the importer (the IPC event's
 latency), against 150 and 50 ms. The reading of the code (streams.Order: which stream each call is on, what waits
-for what) says which TODO, and judges what no run can show: an importer's own free not ordered after its read.
+for what) says which TODO, and judges what no run can show: an importer's own free not ordered after its read, and
+three wrong streams that an H100's driver (580) ordered anyway in every run (`ready` recorded on another stream or
+the default stream, the importer's wait on another stream: the importer still read 0.3 ms after the writes; see
+tests/test_lab5_ipc_pool.py, DRIVER_KEEPS_ORDER).
 
 The fields ipc_share.cu prints are declared in the comment block at the top of its source, in
 solutions/lab5_ipc_pool.ipynb.
