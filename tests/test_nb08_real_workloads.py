@@ -355,3 +355,84 @@ def test_a_time_below_its_loops_floor_is_marked_and_never_named_cheapest():
 
 def test_table_figures_are_whole_above_a_thousand():
     assert W.num(13576.34) == 13576 and W.num(662.84) == 662.8 and sa.plots.Table._fmt(W.num(40702.0)) == "40702"
+
+
+def test_the_programs_run_together_take_their_turn_after_their_imports():
+    """Every program a cell starts with sa.together.run takes the GPU turn (STREAMALLOC_GPU_TURN) before it touches
+    the GPU; the C++ replayer runs alone with lesson.run."""
+    together = {name for src in cells() if "sa.together.run(" in src for name in programs() if f'"{name}"' in src}
+    assert together == {"torch_step.py", "cupy_filter.py", "replay_alloc.py"}
+    turn = 'fcntl.flock(os.open(os.environ["STREAMALLOC_GPU_TURN"]'
+    step = programs()["torch_step.py"]
+    assert step.index("import torch") < step.index(turn) < step.index("torch.manual_seed")
+    filt = programs()["cupy_filter.py"]
+    assert filt.index("getDeviceCount") < filt.index(turn) < filt.index("recorder, batches")
+    rep = programs()["replay_alloc.py"]
+    assert rep.index("import rmm  # noqa") < rep.index(turn) < rep.index("for trace, events in traces:\n    for name")
+
+
+class FakeTorch:
+    """Just enough of torch for replay_alloc.py's Torch class: the expandable_segments setting, and segments made
+    under it as PyTorch's snapshot reports them."""
+
+    def __init__(self):
+        import types
+        self.expandable, self.segments, self.calls = False, [], []
+        cuda = types.SimpleNamespace(
+            empty_cache=lambda: self.segments.clear(), reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
+            mem_get_info=lambda: (1 << 30, 2 << 30),
+            memory=types.SimpleNamespace(_set_allocator_settings=self.set, _snapshot=lambda: {"segments": self.segments}))
+        self.cuda, self.uint8 = cuda, "uint8"
+
+    def set(self, conf):
+        self.calls.append(conf)
+        key, _, value = conf.partition(":")
+        assert key == "expandable_segments" and value in ("True", "False"), conf
+        self.expandable = value == "True"
+
+    def empty(self, n, dtype=None, device=None):
+        self.segments.append({"is_expandable": self.expandable})
+        return bytearray(1)
+
+
+def test_one_process_replays_pytorch_native_with_and_without_expandable_segments(monkeypatch):
+    """The torch library's settings: native, its one-buffer floor, then native with expandable_segments:True, each
+    emptying the cache and setting expandable_segments before it makes a segment; each reports what its segments
+    were. backend:cudaMallocAsync stays a process of its own and switches nothing."""
+    src = programs()["replay_alloc.py"]
+    fake = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "restored after the test")  # the program sets it at its top
+    for library, names in (("torch", ["PyTorch native", "one buffer (PyTorch loop)", "PyTorch native, expandable_segments"]),
+                           ("torch-async", ["PyTorch cudaMallocAsync"])):
+        monkeypatch.setattr(sys, "argv", ["replay_alloc.py", library, "unused.trace"])
+        ns = {"__name__": "replay_alloc"}
+        exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+        made = [(name, make()) for name, make in ns["settings"](64)]
+        assert [n for n, _ in made] == names
+        said = {n: a.setting()["segments_expandable"] for n, a in made}
+        if library == "torch":
+            assert said == {names[0]: ["False"], names[1]: ["False"], names[2]: ["True"]}
+            assert fake.calls == ["expandable_segments:False", "expandable_segments:False", "expandable_segments:True"]
+        else:
+            assert said == {names[0]: None} and len(fake.calls) == 3  # nothing switched under the async backend
+
+
+class SwitchIgnored(CannedLesson):
+    """PyTorch's native process, where the run-time switch to expandable_segments did not take."""
+
+    def run(self, file, args=(), timeout=120, requires=()):
+        res = super().run(file, args, timeout, requires)
+        if file == "replay_alloc.py" and args[0] == "torch":
+            extra = []
+            for p in args[1:]:
+                t = W.Trace.parse(Path(p).read_text())
+                for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
+                    extra.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
+            return self._result(file, [json.loads(x) for x in res.stdout.splitlines()] + extra)
+        return res
+
+
+def test_an_expandable_setting_whose_segments_were_not_expandable_fails_the_cell(tmp_path):
+    with pytest.raises(AssertionError, match="expandable_segments did not apply"):
+        run_cells(SwitchIgnored(tmp_path))
