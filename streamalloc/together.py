@@ -13,6 +13,10 @@ cudaMemGetInfo readings run beside another's. A program run here must take its t
 beside the others: run it with `lesson.run` instead); run alone, the variable is unset and the lines do nothing.
 Each program's timeout counts from its start, its wait for the turn included. In replay the recordings are read
 one after another, as `lesson.run` reads them.
+
+`turns=False` is for programs whose output does not depend on having the GPU alone, such as lesson 08's allocation
+traces (what a program asked its allocator for, in its own process): they run fully at once, with no turn to take.
+Nothing that times or counts may run that way.
 """
 from __future__ import annotations
 
@@ -26,16 +30,17 @@ TURN = "STREAMALLOC_GPU_TURN"
 _one_group = threading.Lock()  # one group at a time in this process: the variable is process-wide
 
 
-def run(lesson, runs: dict, timeout: float = 120) -> dict:
+def run(lesson, runs: dict, timeout: float = 120, turns: bool = True) -> dict:
     """{key: (file, args, requires)} -> {key: Result}, as `lesson.run(file, args, timeout=, requires=)` gives them.
-    Live, every program starts at once and takes its turn on the GPU; a failure raises once all have ended (the
-    first, in the order given), so that no program is left running behind the cell."""
+    Live, every program starts at once and (`turns`) takes its turn on the GPU; a failure raises once all have ended
+    (the first, in the order given), so that no program is left running behind the cell."""
     if not getattr(lesson, "live", False) or len(runs) < 2:
         return {k: lesson.run(f, a, timeout=timeout, requires=r) for k, (f, a, r) in runs.items()}
     turn = Path(lesson.build) / ".gpu_turn"
     turn.touch()
     with _one_group:
-        os.environ[TURN] = str(turn)  # the programs inherit it
+        if turns:
+            os.environ[TURN] = str(turn)  # the programs inherit it
         pool = ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="together")
         try:
             futures = {k: pool.submit(lesson.run, f, a, timeout=timeout, requires=r) for k, (f, a, r) in runs.items()}

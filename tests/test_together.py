@@ -75,3 +75,10 @@ def test_in_replay_the_runs_are_read_one_after_another(tmp_path):
 
     assert together.run(Replay(), {"x": ("a.py", [1], ("cupy",)), "y": ("b.py", [2], ())}, timeout=5) == {"x": 1, "y": 2}
     assert calls == [("a.py", [1], 5, ("cupy",)), ("b.py", [2], 5, ())]
+
+
+def test_without_turns_the_programs_run_fully_at_once(tmp_path):
+    lesson = LiveLesson(tmp_path)
+    out = together.run(lesson, {k: ("p.py", [k], ()) for k in "ab"}, turns=False)
+    (a_turn, a_end), (b_turn, b_end) = sorted((r.record["turn"], r.record["end"]) for r in out.values())
+    assert b_turn < a_end, "without turns nothing waits"
