@@ -46,8 +46,8 @@ def test_the_notebook_writes_its_programs_and_their_helper_module():
         assert "usage:" in src or name == "alloc_probe.py", name
     helper = programs()["alloc_probe.py"]
     assert "json.dumps" in helper and "def cost_loops" in helper
-    # one helper module (RMM's program keeps its own copy of the loop until a machine with RMM records it again)
-    for name in ("cupy_pools.py", "torch_alloc.py", "cuda_core_pools.py"):
+    # one helper module, which every program but bare.py (written apart) and cupy_race.py (no loop) imports
+    for name in ("cupy_pools.py", "torch_alloc.py", "cuda_core_pools.py", "rmm_pools.py"):
         src = programs()[name]
         assert "from alloc_probe import cost_loops, emit, gpu_turn, pool_of, pool_state" in src, name
         assert src.index("gpu_turn()  #") > src.index("from alloc_probe import"), name  # its turn after its imports
@@ -284,6 +284,6 @@ def test_the_programs_run_together_take_their_turn():
     """Every program a cell starts with sa.together.run takes the GPU turn; the rest run alone with lesson.run."""
     together = {name for c in cells() for name in programs() if f'("{name}"' in "".join(c["source"])
                 and "sa.together.run(" in "".join(c["source"])}
-    assert together == {"cupy_pools.py", "torch_alloc.py", "bare.py"}
+    assert together == {"cupy_pools.py", "torch_alloc.py", "rmm_pools.py", "bare.py"}
     for name in together:
         assert "STREAMALLOC_GPU_TURN" in programs()[name] or "gpu_turn()" in programs()[name], name
