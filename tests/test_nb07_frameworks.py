@@ -284,6 +284,10 @@ def test_the_programs_run_together_take_their_turn():
     """Every program a cell starts with sa.together.run takes the GPU turn; the rest run alone with lesson.run."""
     together = {name for c in cells() for name in programs() if f'("{name}"' in "".join(c["source"])
                 and "sa.together.run(" in "".join(c["source"])}
-    assert together == {"cupy_pools.py", "torch_alloc.py", "rmm_pools.py", "bare.py"}
+    assert together == {"cupy_pools.py", "torch_alloc.py", "rmm_pools.py", "cuda_core_pools.py", "bare.py"}
     for name in together:
         assert "STREAMALLOC_GPU_TURN" in programs()[name] or "gpu_turn()" in programs()[name], name
+    # bare.py runs in each library's section, beside that library's programs, once per library
+    bare_runs = [lib for c in cells() for lib in ("cupy", "torch", "rmm", "cuda.core")
+                 if f'("bare.py", ["{lib}", AT, ITERATIONS]' in "".join(c["source"])]
+    assert bare_runs == ["cupy", "torch", "rmm", "cuda.core"]
