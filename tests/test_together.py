@@ -82,3 +82,20 @@ def test_without_turns_the_programs_run_fully_at_once(tmp_path):
     out = together.run(lesson, {k: ("p.py", [k], ()) for k in "ab"}, turns=False)
     (a_turn, a_end), (b_turn, b_end) = sorted((r.record["turn"], r.record["end"]) for r in out.values())
     assert b_turn < a_end, "without turns nothing waits"
+
+
+def test_live_runs_started_together_are_all_recorded(tmp_path, monkeypatch):
+    """The real lesson.run in threads: every run's recording lands in the one file of its program (saves take turns)."""
+    import streamalloc as sa
+    from streamalloc import gpu, replay
+    monkeypatch.setenv("STREAMALLOC_BUILD", str(tmp_path / "build"))
+    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(tmp_path / "rec"))
+    monkeypatch.setenv("STREAMALLOC_RECORD", "1")
+    monkeypatch.delenv("STREAMALLOC_RECORD_TO", raising=False)
+    lesson = sa.Lesson("99_together", quiet=True)
+    lesson.mode, lesson.machine = gpu.Mode(True, "a test"), gpu.Machine(gpu="Test GPU")
+    (lesson.build / "p.py").write_text(PROGRAM)
+    out = together.run(lesson, {k: ("p.py", [k], ()) for k in "abcd"})
+    assert sorted(out) == list("abcd") and all(r.records[0]["turn"] > 0 for r in out.values())
+    runs = replay.read_runs(replay.path_of("test-gpu", "99_together", "p"))
+    assert sorted(r["args"][0] for r in runs.values()) == list("abcd")
