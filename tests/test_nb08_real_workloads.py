@@ -392,8 +392,11 @@ class FakeTorch:
         self.expandable = value == "True"
 
     def empty(self, n, dtype=None, device=None):
-        self.segments.append({"is_expandable": self.expandable})
-        return bytearray(1)
+        import types
+        address = 1 << 30 + len(self.segments)
+        self.segments.append({"address": address - 4096, "total_size": 2 * n, "is_expandable": self.expandable})
+        self.segments.insert(0, {"address": 0, "total_size": 4096, "is_expandable": not self.expandable})  # another
+        return types.SimpleNamespace(data_ptr=lambda: address)
 
 
 def test_one_process_replays_pytorch_native_with_and_without_expandable_segments(monkeypatch):
