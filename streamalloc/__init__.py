@@ -4,7 +4,7 @@ Modules, each named by its job: gpu (finding the GPU, live or replay), cuda (bui
 CUDA), measure (reading and summarizing measurements; med, mib, nbytes), replay (recordings), lesson
 (what a notebook calls), plots, widgets, sanitizer (running compute-sanitizer and reading its report),
 checks (the machinery of a lab's check), labchecks (the labs' checks), runner (runs every
-notebook), cli (the command line).
+notebook), cli (the command line), together (a notebook's programs started at once, their GPU work one at a time).
 
 Importing the package is cheap: the modules that need matplotlib or IPython (plots, widgets, checks,
 labchecks, sanitizer) load on first use (`sa.plots.figure(...)` imports plots then), so
@@ -17,7 +17,7 @@ from .errors import (BrokenRecording, CompileError, CourseError, MissingRecordin
                      RecordingError, SanitizerNotFound, StaleRecording)
 from .lesson import Lesson, Result, start
 
-_LAZY = ("checks", "labchecks", "plots", "sanitizer", "widgets", "runner", "cli")
+_LAZY = ("checks", "labchecks", "plots", "sanitizer", "widgets", "runner", "cli", "together")
 
 __all__ = ["start", "Lesson", "Result", "CourseError", "CompileError", "NvccNotFound", "ProgramFailed",
            "ProgramTimedOut", "RecordingError", "MissingRecording", "StaleRecording", "BrokenRecording", "SanitizerNotFound",

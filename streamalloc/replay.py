@@ -30,6 +30,7 @@ import os
 import re
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
 
 from .errors import BrokenRecording, MissingRecording, StaleRecording
@@ -343,6 +344,14 @@ _started: set[Path] = set()  # files this process has begun to write: the first 
 
 def save(m: Machine, lesson: str, name: str, source: str, args, run: dict, program_sha: str | None = None) -> Path:
     """Store one live run under the recorder's set; `program_sha` names the program it ran, when it ran one."""
+    with _saving:  # programs run together (streamalloc.together) finish in threads: one save at a time
+        return _save(m, lesson, name, source, args, run, program_sha)
+
+
+_saving = threading.Lock()
+
+
+def _save(m: Machine, lesson: str, name: str, source: str, args, run: dict, program_sha: str | None) -> Path:
     path = path_of(record_to(m), lesson, name)
     text = json.dumps(m.to_dict(), indent=1, sort_keys=True) + "\n"
     for where in (path.parent.parent, path.parent):  # the GPU's description, and the lesson's own

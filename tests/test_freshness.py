@@ -39,7 +39,8 @@ def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path], dict
         users = [c for c in nb.cells if c.cell_type == "code" and name in c.source and not WRITEFILE.match(
             c.source.partition("\n")[0].strip())]
         on_purpose = users and all(c.metadata.get("expected_exception") == "CompileError" for c in users)
-        runnable = name.endswith(".cu") or any(f'run("{name}"' in c.source for c in users)
+        runnable = name.endswith(".cu") or any(f'run("{name}"' in c.source or  # lesson.run, or sa.together.run's
+                                               ("together.run(" in c.source and f'("{name}"' in c.source) for c in users)
         if runnable and not on_purpose:
             run[name] = file
             gpus[name] = max([int(m["n"]) for c in users for m in GPUS.finditer(c.source)] or [1])

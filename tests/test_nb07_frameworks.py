@@ -46,10 +46,11 @@ def test_the_notebook_writes_its_programs_and_their_helper_module():
         assert "usage:" in src or name == "alloc_probe.py", name
     helper = programs()["alloc_probe.py"]
     assert "json.dumps" in helper and "def cost_loops" in helper
-    # one helper module (RMM's program keeps its own copy of the loop until a machine with RMM records it again)
-    for name in ("cupy_pools.py", "torch_alloc.py", "cuda_core_pools.py"):
+    # one helper module, which every program but bare.py (written apart) and cupy_race.py (no loop) imports
+    for name in ("cupy_pools.py", "torch_alloc.py", "cuda_core_pools.py", "rmm_pools.py"):
         src = programs()[name]
-        assert "from alloc_probe import cost_loops, emit, pool_of, pool_state" in src, name
+        assert "from alloc_probe import cost_loops, emit, gpu_turn, pool_of, pool_state" in src, name
+        assert src.index("gpu_turn()  #") > src.index("from alloc_probe import"), name  # its turn after its imports
         assert "def emit" not in src and "def pool_of" not in src and "def per_iteration" not in src, name
     assert "alloc_probe" not in programs()["bare.py"] and "streamalloc" not in programs()["bare.py"]  # written apart
 
@@ -270,6 +271,23 @@ def test_the_race_count_is_reported_beside_the_reuse(tmp_path, capsys):
     assert "MemoryPool: y got x's address and" in out and "no reuse" not in out
 
 
-def test_each_torch_backend_runs_in_its_own_cell():
-    runs = [c for c in cells() if 'lesson.run("torch_alloc.py"' in "".join(c["source"])]
-    assert len(runs) == 2 and all("".join(c["source"]).count("lesson.run(") == 1 for c in runs)
+def test_the_torch_backends_start_together_and_take_turns():
+    """Each backend is a process of its own (PyTorch reads it once); the two start at once so that their imports
+    overlap, and each takes its turn on the GPU after its imports, before any CUDA call."""
+    runs = [c for c in cells() if '"torch_alloc.py"' in "".join(c["source"]) and "%%writefile" not in "".join(c["source"])]
+    assert len(runs) == 1 and "sa.together.run(lesson" in "".join(runs[0]["source"])
+    src = programs()["torch_alloc.py"]
+    assert src.index("import torch") < src.index("gpu_turn()  #") < src.index("rt.deviceGetDefaultMemPool")
+
+
+def test_the_programs_run_together_take_their_turn():
+    """Every program a cell starts with sa.together.run takes the GPU turn; the rest run alone with lesson.run."""
+    together = {name for c in cells() for name in programs() if f'("{name}"' in "".join(c["source"])
+                and "sa.together.run(" in "".join(c["source"])}
+    assert together == {"cupy_pools.py", "torch_alloc.py", "rmm_pools.py", "cuda_core_pools.py", "bare.py"}
+    for name in together:
+        assert "STREAMALLOC_GPU_TURN" in programs()[name] or "gpu_turn()" in programs()[name], name
+    # bare.py runs in each library's section, beside that library's programs, once per library
+    bare_runs = [lib for c in cells() for lib in ("cupy", "torch", "rmm", "cuda.core")
+                 if f'("bare.py", ["{lib}", AT, ITERATIONS]' in "".join(c["source"])]
+    assert bare_runs == ["cupy", "torch", "rmm", "cuda.core"]

@@ -355,3 +355,88 @@ def test_a_time_below_its_loops_floor_is_marked_and_never_named_cheapest():
 
 def test_table_figures_are_whole_above_a_thousand():
     assert W.num(13576.34) == 13576 and W.num(662.84) == 662.8 and sa.plots.Table._fmt(W.num(40702.0)) == "40702"
+
+
+def test_the_programs_run_together_take_their_turn_after_their_imports():
+    """The replays, which time and count, start together and take the GPU turn (STREAMALLOC_GPU_TURN) before they
+    touch the GPU; the trace programs, whose output is what they asked for, run at once without turns; the C++
+    replayer runs alone with lesson.run."""
+    groups = [src for src in cells() if "sa.together.run(" in src]
+    assert len(groups) == 2
+    traces, replays = groups
+    assert "turns=False" in traces and '"torch_step.py"' in traces and '"cupy_filter.py"' in traces
+    assert "turns=False" not in replays and '"replay_alloc.py"' in replays and "replay_trace.cu" not in replays
+    turn = 'fcntl.flock(os.open(os.environ["STREAMALLOC_GPU_TURN"]'
+    rep = programs()["replay_alloc.py"]
+    assert rep.index("import rmm  # noqa") < rep.index(turn) < rep.index("for trace, events in traces:\n    for name")
+    assert "STREAMALLOC_GPU_TURN" not in programs()["torch_step.py"] + programs()["cupy_filter.py"]
+
+
+class FakeTorch:
+    """Just enough of torch for replay_alloc.py's Torch class: the expandable_segments setting, and segments made
+    under it as PyTorch's snapshot reports them."""
+
+    def __init__(self):
+        import types
+        self.expandable, self.segments, self.calls = False, [], []
+        cuda = types.SimpleNamespace(
+            empty_cache=lambda: self.segments.clear(), reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
+            mem_get_info=lambda: (1 << 30, 2 << 30),
+            memory=types.SimpleNamespace(_set_allocator_settings=self.set, _snapshot=lambda: {"segments": self.segments}))
+        self.cuda, self.uint8 = cuda, "uint8"
+
+    def set(self, conf):
+        self.calls.append(conf)
+        key, _, value = conf.partition(":")
+        assert key == "expandable_segments" and value in ("True", "False"), conf
+        self.expandable = value == "True"
+
+    def empty(self, n, dtype=None, device=None):
+        import types
+        address = 1 << 30 + len(self.segments)
+        self.segments.append({"address": address - 4096, "total_size": 2 * n, "is_expandable": self.expandable})
+        self.segments.insert(0, {"address": 0, "total_size": 4096, "is_expandable": not self.expandable})  # another
+        return types.SimpleNamespace(data_ptr=lambda: address)
+
+
+def test_one_process_replays_pytorch_native_with_and_without_expandable_segments(monkeypatch):
+    """The torch library's settings: native, its one-buffer floor, then native with expandable_segments:True, each
+    emptying the cache and setting expandable_segments before it makes a segment; each reports what its segments
+    were. backend:cudaMallocAsync stays a process of its own and switches nothing."""
+    src = programs()["replay_alloc.py"]
+    fake = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "restored after the test")  # the program sets it at its top
+    for library, names in (("torch", ["PyTorch native", "one buffer (PyTorch loop)", "PyTorch native, expandable_segments"]),
+                           ("torch-async", ["PyTorch cudaMallocAsync"])):
+        monkeypatch.setattr(sys, "argv", ["replay_alloc.py", library, "unused.trace"])
+        ns = {"__name__": "replay_alloc"}
+        exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+        made = [(name, make()) for name, make in ns["settings"](64)]
+        assert [n for n, _ in made] == names
+        said = {n: a.setting()["segments_expandable"] for n, a in made}
+        if library == "torch":
+            assert said == {names[0]: ["False"], names[1]: ["False"], names[2]: ["True"]}
+            assert fake.calls == ["expandable_segments:False", "expandable_segments:False", "expandable_segments:True"]
+        else:
+            assert said == {names[0]: None} and len(fake.calls) == 3  # nothing switched under the async backend
+
+
+class SwitchIgnored(CannedLesson):
+    """PyTorch's native process, where the run-time switch to expandable_segments did not take."""
+
+    def run(self, file, args=(), timeout=120, requires=()):
+        res = super().run(file, args, timeout, requires)
+        if file == "replay_alloc.py" and args[0] == "torch":
+            extra = []
+            for p in args[1:]:
+                t = W.Trace.parse(Path(p).read_text())
+                for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
+                    extra.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
+            return self._result(file, [json.loads(x) for x in res.stdout.splitlines()] + extra)
+        return res
+
+
+def test_an_expandable_setting_whose_segments_were_not_expandable_fails_the_cell(tmp_path):
+    with pytest.raises(AssertionError, match="expandable_segments did not apply"):
+        run_cells(SwitchIgnored(tmp_path))

@@ -223,9 +223,10 @@ def own_us(r: dict, results) -> float:
     return step_us(r) - (step_us(f) if f else 0.0)
 
 
-# A floor is timed in one process per library (PyTorch's in the native one; CuPy's also serves RMM), and each of
-# PyTorch's other settings and RMM runs in a process of its own: a time below the floor is the spread of the loop's
-# timing, or the difference between two processes, larger there than what the allocator costs.
+# A floor is timed in one process per library (PyTorch's in the native one, expandable segments too; CuPy's also
+# serves RMM), and PyTorch's cudaMallocAsync backend and RMM each run in a process of their own: a time below the
+# floor is the spread of the loop's timing, or the difference between two processes, larger there than what the
+# allocator costs.
 BELOW_FLOOR = "below its loop's floor: the timing's spread, no allocator cost; left out of the ranking"
 
 

@@ -1,0 +1,101 @@
+"""streamalloc.together without a GPU: programs started at once overlap before their turn and never after it."""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from streamalloc import together  # noqa: E402
+
+PROGRAM = '''
+import fcntl, json, os, sys, time
+start = time.time()
+time.sleep(0.6)  # its imports
+if os.environ.get("STREAMALLOC_GPU_TURN"):  # started beside others: the GPU is ours alone from here to the end
+    fcntl.flock(os.open(os.environ["STREAMALLOC_GPU_TURN"], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)
+turn = time.time()
+time.sleep(0.3)  # its GPU work
+if sys.argv[1] == "fail":
+    sys.exit("failed on purpose")
+print(json.dumps({"start": start, "turn": turn, "end": time.time()}))
+'''
+
+
+class Result:
+    def __init__(self, stdout):
+        self.record = json.loads(stdout)
+
+
+class LiveLesson:
+    """Runs the program for real, as lesson.run does live (a subprocess that inherits the environment)."""
+    live = True
+
+    def __init__(self, build):
+        self.build = build
+        (build / "p.py").write_text(PROGRAM)
+
+    def run(self, file, args=(), timeout=120, requires=()):
+        done = subprocess.run([sys.executable, str(self.build / file), *args], capture_output=True, text=True,
+                              timeout=timeout)
+        if done.returncode:
+            raise RuntimeError(done.stderr)
+        return Result(done.stdout)
+
+
+def test_imports_overlap_and_turns_do_not(tmp_path):
+    lesson = LiveLesson(tmp_path)
+    t0 = time.time()
+    out = together.run(lesson, {k: ("p.py", [k], ()) for k in "abcd"})
+    wall = time.time() - t0
+    spans = sorted((r.record["turn"], r.record["end"]) for r in out.values())
+    assert all(a_end <= b_turn for (_, a_end), (b_turn, _) in zip(spans, spans[1:])), f"turns overlapped: {spans}"
+    assert wall < 4 * (0.6 + 0.3), f"the imports should have overlapped: {wall:.2f} s"
+    assert "STREAMALLOC_GPU_TURN" not in __import__("os").environ
+
+
+def test_a_failure_raises_after_every_program_ended(tmp_path):
+    lesson = LiveLesson(tmp_path)
+    with pytest.raises(RuntimeError, match="failed on purpose"):
+        together.run(lesson, {"a": ("p.py", ["fail"], ()), "b": ("p.py", ["b"], ())})
+
+
+def test_in_replay_the_runs_are_read_one_after_another(tmp_path):
+    calls = []
+
+    class Replay:
+        live = False
+
+        def run(self, file, args=(), timeout=120, requires=()):
+            calls.append((file, args, timeout, requires))
+            return len(calls)
+
+    assert together.run(Replay(), {"x": ("a.py", [1], ("cupy",)), "y": ("b.py", [2], ())}, timeout=5) == {"x": 1, "y": 2}
+    assert calls == [("a.py", [1], 5, ("cupy",)), ("b.py", [2], 5, ())]
+
+
+def test_without_turns_the_programs_run_fully_at_once(tmp_path):
+    lesson = LiveLesson(tmp_path)
+    out = together.run(lesson, {k: ("p.py", [k], ()) for k in "ab"}, turns=False)
+    (a_turn, a_end), (b_turn, b_end) = sorted((r.record["turn"], r.record["end"]) for r in out.values())
+    assert b_turn < a_end, "without turns nothing waits"
+
+
+def test_live_runs_started_together_are_all_recorded(tmp_path, monkeypatch):
+    """The real lesson.run in threads: every run's recording lands in the one file of its program (saves take turns)."""
+    import streamalloc as sa
+    from streamalloc import gpu, replay
+    monkeypatch.setenv("STREAMALLOC_BUILD", str(tmp_path / "build"))
+    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(tmp_path / "rec"))
+    monkeypatch.setenv("STREAMALLOC_RECORD", "1")
+    monkeypatch.delenv("STREAMALLOC_RECORD_TO", raising=False)
+    lesson = sa.Lesson("99_together", quiet=True)
+    lesson.mode, lesson.machine = gpu.Mode(True, "a test"), gpu.Machine(gpu="Test GPU")
+    (lesson.build / "p.py").write_text(PROGRAM)
+    out = together.run(lesson, {k: ("p.py", [k], ()) for k in "abcd"})
+    assert sorted(out) == list("abcd") and all(r.records[0]["turn"] > 0 for r in out.values())
+    runs = replay.read_runs(replay.path_of("test-gpu", "99_together", "p"))
+    assert sorted(r["args"][0] for r in runs.values()) == list("abcd")
