@@ -5,6 +5,7 @@ The canned output comes from a toy model of the replayers written here (a pool t
 everything back at a synchronization): its numbers are made up for the test, never recorded, and only exercise the
 cells' tables, conclusions, timeline explorer and assertions, which must fail on a wrong result.
 """
+import inspect
 import json
 import re
 import sys
@@ -361,10 +362,10 @@ def test_the_programs_run_together_take_their_turn_after_their_imports():
     """The replays, which time and count, start together and take the GPU turn (STREAMALLOC_GPU_TURN) before they
     touch the GPU; the trace programs, whose output is what they asked for, run at once without turns; the C++
     replayer runs alone with lesson.run."""
-    groups = [src for src in cells() if "sa.together.run(" in src]
-    assert len(groups) == 2
-    traces, replays = groups
-    assert "turns=False" in traces and '"torch_step.py"' in traces and '"cupy_filter.py"' in traces
+    (replays,) = [src for src in cells() if "sa.together.run(" in src]
+    (traces,) = [src for src in cells() if "W.made(" in src]
+    assert '"torch_step.py"' in traces and '"cupy_filter.py"' in traces
+    assert "turns=False" in inspect.getsource(W.made)
     assert "turns=False" not in replays and '"replay_alloc.py"' in replays and "replay_trace.cu" not in replays
     turn = 'fcntl.flock(os.open(os.environ["STREAMALLOC_GPU_TURN"]'
     rep = programs()["replay_alloc.py"]
@@ -440,3 +441,35 @@ class SwitchIgnored(CannedLesson):
 def test_an_expandable_setting_whose_segments_were_not_expandable_fails_the_cell(tmp_path):
     with pytest.raises(AssertionError, match="expandable_segments did not apply"):
         run_cells(SwitchIgnored(tmp_path))
+
+
+class LiveStub:
+    """A live lesson whose reference holds a run of some programs: which programs ran, which came from it."""
+    live, name = True, "08_real_workloads"
+
+    def __init__(self, recorded, build):
+        self.recorded, self.ran, self.build = recorded, [], build
+
+    def reference(self, file, args=()):
+        return f"recorded {file}" if file in self.recorded else None
+
+    def run(self, file, args=(), timeout=120, requires=()):
+        self.ran.append(file)
+        return f"ran {file}"
+
+
+RUNS = {"torch": ("torch_step.py", [4], ("torch",)), "hook": ("cupy_filter.py", ["hook", 12], ("cupy",))}
+
+
+def test_live_the_traces_are_the_committed_ones_unless_asked_or_recording(monkeypatch, tmp_path):
+    """Live, a trace comes from the reference recording (its PyTorch start costs seconds); MAKE_TRACES or recording
+    makes it here, and a program the reference has no run of runs."""
+    lesson = LiveStub({"torch_step.py", "cupy_filter.py"}, tmp_path)
+    assert W.made(lesson, RUNS) == {"torch": "recorded torch_step.py", "hook": "recorded cupy_filter.py"}
+    assert lesson.ran == []
+    assert W.made(lesson, RUNS, make=True) == {"torch": "ran torch_step.py", "hook": "ran cupy_filter.py"}
+    lesson = LiveStub({"cupy_filter.py"}, tmp_path)
+    assert W.made(lesson, RUNS) == {"torch": "ran torch_step.py", "hook": "recorded cupy_filter.py"}
+    lesson = LiveStub({"torch_step.py", "cupy_filter.py"}, tmp_path)
+    monkeypatch.setattr(sa.replay, "recording", lambda: True)
+    assert W.made(lesson, RUNS) == {"torch": "ran torch_step.py", "hook": "ran cupy_filter.py"}

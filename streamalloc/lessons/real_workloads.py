@@ -19,7 +19,7 @@ import io
 import re
 from pathlib import Path
 
-from .. import plots
+from .. import plots, replay, together
 from ..measure import MiB, med, mib, nbytes
 
 MOST_EVENTS = 4000  # a trace keeps whole steps up to this many events: enough to show the pattern, quick to replay
@@ -100,6 +100,19 @@ class Trace:
                 "streams": len({e[3] for e in allocs}), "peak": max(use, default=0),
                 "smallest": min(sizes, default=0), "largest": max(sizes, default=0),
                 "distinct sizes": len(set(sizes)), "kept across steps": max(step_ends, default=0)}
+
+
+def made(lesson, runs: dict, make: bool = False, timeout: float = 120) -> dict:
+    """The trace programs' results, {key: Result}, for `runs` = {key: (file, args, requires)}. Where they run (in
+    replay; live with `make`; while recording) they run at once, without turns (a trace is what a program asked its
+    allocator for, the same with the GPU shared). Live otherwise, each is the run that made the reference recording,
+    committed with the course (its label says so): making them takes a PyTorch start of seconds, and the replays
+    that follow, which time and count, run live on this GPU either way. A program with no such recording runs."""
+    if not lesson.live or make or replay.recording():
+        return together.run(lesson, runs, timeout=timeout, turns=False)
+    got = {k: lesson.reference(file, args) for k, (file, args, _) in runs.items()}
+    todo = {k: runs[k] for k, r in got.items() if r is None}
+    return {**got, **(together.run(lesson, todo, timeout=timeout, turns=False) if todo else {})}
 
 
 def size(n: int) -> str:
