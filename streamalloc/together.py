@@ -1,18 +1,23 @@
 """together: start several of a notebook's Python programs at once, their GPU work one at a time.
 
 A Python program pays for its imports (PyTorch's take seconds) before it touches the GPU. `run(lesson, runs)`
-starts every program of `runs` at once, live, with STREAMALLOC_GPU_TURN naming one lock file in the lesson's build
-folder. Each program takes its turn right after its imports, before its first CUDA call that makes a context: an
-exclusive `flock` on that file, held until it exits (the system lets go of it then, also when the program crashes):
+starts every program of `runs` at once, live, with STREAMALLOC_GPU_TURN naming one file in the lesson's build
+folder. Right after its imports, before its first CUDA call that makes a context, each program says so (one byte
+appended to that file) and takes its turn: an exclusive `flock` on the file, held until it exits (the system lets
+go of it then, also when the program crashes):
 
     if os.environ.get("STREAMALLOC_GPU_TURN"):  # started beside others: the GPU is ours alone from here to the end
-        fcntl.flock(os.open(os.environ["STREAMALLOC_GPU_TURN"], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)
+        turn = os.open(os.environ["STREAMALLOC_GPU_TURN"], os.O_WRONLY | os.O_APPEND)
+        os.write(turn, b".")  # this program's imports are done: no program times anything until all say so
+        fcntl.flock(turn, fcntl.LOCK_EX)
 
-So the imports overlap and nothing on the GPU does: no program's context start, kernels, timed loops or
-cudaMemGetInfo readings run beside another's. A program run here must take its turn (one that does not would run
-beside the others: run it with `lesson.run` instead); run alone, the variable is unset and the lines do nothing.
-Each program's timeout counts from its start, its wait for the turn included. In replay the recordings are read
-one after another, as `lesson.run` reads them.
+`run` holds the lock itself until every program has said so (or ended): the imports overlap, and no turn starts
+while another program still imports, so a timed loop never shares the CPU with an import either. Nothing on the
+GPU overlaps: no program's context start, kernels, timed loops or cudaMemGetInfo readings run beside another's. A
+program run here must take its turn (one that does not would run beside the others, and is waited for until it
+ends: run it with `lesson.run` instead); run alone, the variable is unset and the lines do nothing. Each program's
+timeout counts from its start, its waits included. In replay the recordings are read one after another, as
+`lesson.run` reads them.
 
 `turns=False` is for programs whose output does not depend on having the GPU alone, such as lesson 08's allocation
 traces (what a program asked its allocator for, in its own process): they run fully at once, with no turn to take.
@@ -20,9 +25,11 @@ Nothing that times or counts may run that way.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,22 +44,38 @@ def run(lesson, runs: dict, timeout: float = 120, turns: bool = True) -> dict:
     if not getattr(lesson, "live", False) or len(runs) < 2:
         return {k: lesson.run(f, a, timeout=timeout, requires=r) for k, (f, a, r) in runs.items()}
     turn = Path(lesson.build) / ".gpu_turn"
-    turn.touch()
+    turn.write_bytes(b"")  # the programs append a byte each once their imports are done
     with _one_group:
+        held = os.open(turn, os.O_RDONLY)
         if turns:
             os.environ[TURN] = str(turn)  # the programs inherit it
+            fcntl.flock(held, fcntl.LOCK_EX)  # no program's turn until every program has imported
         pool = ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="together")
         try:
             futures = {k: pool.submit(lesson.run, f, a, timeout=timeout, requires=r) for k, (f, a, r) in runs.items()}
+            if turns:
+                _all_imported(turn, futures, timeout)
+                fcntl.flock(held, fcntl.LOCK_UN)
             for f in futures.values():  # wait for all before any result or error
                 f.exception()
         except KeyboardInterrupt:  # the cell was interrupted: the programs go too
             _stop_children(Path(lesson.build))
             raise
         finally:
+            os.close(held)  # lets go of the lock, if an interrupt came first
             pool.shutdown(wait=True)
             os.environ.pop(TURN, None)
     return {k: f.result() for k, f in futures.items()}
+
+
+def _all_imported(turn: Path, futures: dict, timeout: float) -> None:
+    """Wait until every program has appended its byte to `turn` (its imports are done) or has ended (a program
+    that failed before its turn), at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if turn.stat().st_size >= sum(not f.done() for f in futures.values()):
+            return
+        time.sleep(0.01)
 
 
 def _stop_children(build: Path) -> None:

@@ -14,14 +14,19 @@ from streamalloc import together  # noqa: E402
 PROGRAM = '''
 import fcntl, json, os, sys, time
 start = time.time()
-time.sleep(0.6)  # its imports
+time.sleep(1.5 if sys.argv[1] == "slow" else 0.6)  # its imports
+if sys.argv[1] == "early":
+    sys.exit("failed before its turn")
+imported = time.time()
 if os.environ.get("STREAMALLOC_GPU_TURN"):  # started beside others: the GPU is ours alone from here to the end
-    fcntl.flock(os.open(os.environ["STREAMALLOC_GPU_TURN"], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)
+    turn = os.open(os.environ["STREAMALLOC_GPU_TURN"], os.O_WRONLY | os.O_APPEND)
+    os.write(turn, b".")  # this program's imports are done: no program times anything until all say so
+    fcntl.flock(turn, fcntl.LOCK_EX)
 turn = time.time()
 time.sleep(0.3)  # its GPU work
 if sys.argv[1] == "fail":
     sys.exit("failed on purpose")
-print(json.dumps({"start": start, "turn": turn, "end": time.time()}))
+print(json.dumps({"start": start, "imported": imported, "turn": turn, "end": time.time()}))
 '''
 
 
@@ -55,6 +60,20 @@ def test_imports_overlap_and_turns_do_not(tmp_path):
     assert all(a_end <= b_turn for (_, a_end), (b_turn, _) in zip(spans, spans[1:])), f"turns overlapped: {spans}"
     assert wall < 4 * (0.6 + 0.3), f"the imports should have overlapped: {wall:.2f} s"
     assert "STREAMALLOC_GPU_TURN" not in __import__("os").environ
+
+
+def test_no_turn_starts_while_a_program_still_imports(tmp_path):
+    """A timed loop must not share the CPU with another program's imports: every turn starts after the last import."""
+    out = together.run(LiveLesson(tmp_path), {k: ("p.py", [k], ()) for k in ("a", "slow", "b")})
+    last_import = max(r.record["imported"] for r in out.values())
+    assert all(r.record["turn"] >= last_import for r in out.values()), {k: r.record for k, r in out.items()}
+
+
+def test_a_program_that_fails_before_its_turn_does_not_hold_the_others(tmp_path):
+    t0 = time.time()
+    with pytest.raises(RuntimeError, match="failed before its turn"):
+        together.run(LiveLesson(tmp_path), {"a": ("p.py", ["early"], ()), "b": ("p.py", ["b"], ())}, timeout=30)
+    assert time.time() - t0 < 5, "the others went on once the failed program had ended"
 
 
 def test_a_failure_raises_after_every_program_ended(tmp_path):

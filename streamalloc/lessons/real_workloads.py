@@ -219,26 +219,31 @@ def step_us(r: dict) -> float:
 
 
 # Each replayer's floor: the same loop on one buffer, with no allocator. A Python loop costs more than a C++ one,
-# so an allocator's own cost is its time per step above the floor of its own loop (RMM replays through CuPy arrays).
-FLOORS = {"PyTorch": "one buffer (PyTorch loop)", "CuPy": "one buffer (CuPy loop)", "RMM": "one buffer (CuPy loop)"}
+# so an allocator's own cost is its time per step above the floor of its own loop (RMM replays through CuPy arrays),
+# timed in the same process (replay_alloc.py's "process"): a Python loop's time differs between processes.
+# Each process has one floor per trace; replay_trace.cu's (which has no "process") is CUDA_FLOOR.
 CUDA_FLOOR = "one buffer (no allocator)"
 
 
+def is_floor(r: dict) -> bool:
+    return r["allocator"].startswith("one buffer")
+
+
 def floor_of(r: dict, results) -> dict | None:
-    want = next((f for prefix, f in FLOORS.items() if r["allocator"].startswith(prefix)), CUDA_FLOOR)
-    return next((f for f in results if f.get("trace") == r.get("trace") and f["allocator"] == want
-                 and not f.get("skipped")), None)
+    return next((f for f in results if f.get("trace") == r.get("trace") and is_floor(f)
+                 and f.get("process") == r.get("process") and not f.get("skipped")), None)
 
 
 def own_us(r: dict, results) -> float:
-    """Time per step above the floor of the same replayer's loop (the whole time where there is no floor)."""
+    """Time per step above the floor of the same replayer's loop in the same process (0 for a floor; the whole
+    time where there is no floor)."""
+    if is_floor(r):
+        return 0.0
     f = floor_of(r, results)
     return step_us(r) - (step_us(f) if f else 0.0)
 
 
-# A floor is timed in one process per library (PyTorch's in the native one, expandable segments too; CuPy's also
-# serves RMM), and PyTorch's cudaMallocAsync backend and RMM each run in a process of their own: a time below the
-# floor is the spread of the loop's timing, or the difference between two processes, larger there than what the
+# A time below the floor of its own process is the spread of the loop's timing, larger there than what the
 # allocator costs.
 BELOW_FLOOR = "below its loop's floor: the timing's spread, no allocator cost; left out of the ranking"
 
@@ -266,7 +271,7 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
                     "held after a step, MiB": num(mib(max(r["held"], default=0))),
                     "grew / shrank (cold)": f"{r['grows']} / {r['shrinks']}",
                     "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
-                    "note": "" if r["allocator"].startswith("one buffer") else
+                    "note": "the floor of its process's loop" if is_floor(r) else
                     "reports less reserved than in use: left out of the conclusion" if not reported(r) else
                     BELOW_FLOOR if own_us(r, results) < 0 else ""})
     return out
@@ -280,7 +285,7 @@ def reported(r: dict) -> bool:
 def measured(results: list[dict], trace: Trace) -> list[dict]:
     """The replays of `trace` that ran (not skipped) and reported what they hold, excluding the one-buffer floors."""
     return [r for r in results if r.get("trace") == trace.name and not r.get("skipped") and reported(r)
-            and not r["allocator"].startswith("one buffer")]
+            and not is_floor(r)]
 
 
 def table(results, trace: Trace, label: str) -> plots.Table:
