@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import hashlib
 import os
 import re
@@ -44,6 +45,46 @@ NVCC_HELP = nvcc_missing()  # the general advice; a build that finds no nvcc nam
 
 def headers_text() -> str:
     return "".join(p.read_text() for p in sorted(INCLUDE.glob("*.cuh")))
+
+
+_EXEC = re.compile(r"""^\s*exec\s+(?:'((?:[^']|'\\'')+)'|"([^"]+)"|(\S+))\s+"\$@"\s*$""", re.M)
+
+
+def real_nvcc(nvcc: str) -> str:
+    """The nvcc program itself: links followed, and a wrapper script (`exec /path/to/nvcc "$@"`, as
+    tools/ensure_nvcc.sh and some installs write) followed to what it runs."""
+    path = os.path.realpath(nvcc)
+    for _ in range(4):
+        try:
+            if os.path.getsize(path) > 4096:
+                break
+            m = _EXEC.search(Path(path).read_text())
+        except (OSError, UnicodeDecodeError):
+            break
+        if not m:
+            break
+        path = os.path.realpath(m[1].replace("'\\''", "'") if m[1] else m[2] or m[3])
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _nvcc_identity(path: str, size: int, mtime: float) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return path
+
+
+def nvcc_identity(nvcc: str) -> str:
+    """A hash of the nvcc program itself (after its wrappers): part of a program's cache key, so one build cache serves
+    every nvcc: two virtual environments' copies of one toolkit share their programs, two toolkits never do.
+    Nothing is run (an nvcc that hangs costs no time here)."""
+    path = real_nvcc(nvcc)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return _nvcc_identity(path, st.st_size, st.st_mtime)
 
 
 def arch_flags(compute_capability: str | None, live: bool) -> list[str]:
@@ -118,7 +159,8 @@ _CRASH = re.compile(r"died due to signal|Segmentation fault|core dumped|[Ii]nter
 
 def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[str] | tuple = (),
           out_dir: str | os.PathLike | None = None, timeout: float = 300) -> Path:
-    """Compile one .cu file to an executable; a second call with the same content and flags reuses it."""
+    """Compile one .cu file to an executable; a second call with the same content, flags and nvcc reuses it (from any
+    folder that wrote it, in any process: out_dir is a cache keyed by all three)."""
     nvcc = gpu.nvcc_path()
     if nvcc is None:
         raise NvccNotFound(nvcc_missing(gpu.driver_cuda_version()))
@@ -129,7 +171,8 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     text = source.read_text()
     beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
               if (source.parent / h).is_file()]  # a header written beside it is part of the program
-    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *cmd_flags]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *cmd_flags, nvcc_identity(nvcc)]).encode()
+                            ).hexdigest()[:16]
     out_dir = Path(out_dir) if out_dir else source.parent / "bin"
     exe = out_dir / f"{source.stem}-{digest}"
     if exe.is_file():
