@@ -168,13 +168,8 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
     cmd_flags = [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
-    text = source.read_text()
-    beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
-              if (source.parent / h).is_file()]  # a header written beside it is part of the program
-    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *cmd_flags, nvcc_identity(nvcc)]).encode()
-                            ).hexdigest()[:16]
-    out_dir = Path(out_dir) if out_dir else source.parent / "bin"
-    exe = out_dir / f"{source.stem}-{digest}"
+    text, exe = _program(source, nvcc, cmd_flags, out_dir)
+    out_dir = exe.parent
     if exe.is_file():
         return exe
     # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
@@ -207,6 +202,25 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
             raise build_error(source, log, proc.returncode, out_dir)
         os.replace(tmp, exe)
     return exe
+
+
+def _program(source: Path, nvcc: str, cmd_flags: list, out_dir) -> tuple[str, Path]:
+    """(the source's text, the executable build() makes of it): its name holds the hash of everything it is made of."""
+    text = source.read_text()
+    beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
+              if (source.parent / h).is_file()]  # a header written beside it is part of the program
+    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *cmd_flags, nvcc_identity(nvcc)]).encode()
+                            ).hexdigest()[:16]
+    return text, (Path(out_dir) if out_dir else source.parent / "bin") / f"{source.stem}-{digest}"
+
+
+def built(source: str | os.PathLike, flags=(), arch=(), out_dir=None) -> Path | None:
+    """The executable build() would reuse for these arguments, where it is already built; else None."""
+    nvcc = gpu.nvcc_path()
+    if nvcc is None or not Path(source).is_file():
+        return None
+    exe = _program(Path(source), nvcc, [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags], out_dir)[1]
+    return exe if exe.is_file() else None
 
 
 @contextlib.contextmanager
