@@ -67,24 +67,36 @@ def real_nvcc(nvcc: str) -> str:
     return path
 
 
+# beside the nvcc program, in its toolkit's tree: the runtime's headers and library a program is built with (the
+# pip wheels install them apart from nvcc)
+TOOLKIT_FILES = ("include/cuda_runtime_api.h", "lib64/libcudart_static.a", "lib/libcudart_static.a")
+
+
 @functools.lru_cache(maxsize=None)
-def _nvcc_identity(path: str, size: int, mtime: float) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return path
+def _nvcc_identity(files: tuple) -> str:
+    digest = hashlib.sha256()
+    for path, _size, _mtime in files:
+        try:
+            digest.update(Path(path).read_bytes())
+        except OSError:
+            digest.update(path.encode())
+    return digest.hexdigest()
 
 
 def nvcc_identity(nvcc: str) -> str:
-    """A hash of the nvcc program itself (after its wrappers): part of a program's cache key, so one build cache serves
-    every nvcc: two virtual environments' copies of one toolkit share their programs, two toolkits never do.
-    Nothing is run (an nvcc that hangs costs no time here)."""
+    """A hash of the nvcc program itself (after its wrappers) and of its toolkit's runtime headers and library: part of a
+    program's cache key, so one build cache serves every nvcc: two virtual environments' copies of one toolkit share
+    their programs, two toolkits never do. Nothing is run (an nvcc that hangs costs no time here)."""
     path = real_nvcc(nvcc)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return path
-    return _nvcc_identity(path, st.st_size, st.st_mtime)
+    tree = os.path.dirname(os.path.dirname(path))
+    files = []
+    for f in (path, *(os.path.join(tree, t) for t in TOOLKIT_FILES)):
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue
+        files.append((os.path.realpath(f), st.st_size, st.st_mtime))
+    return _nvcc_identity(tuple(files)) if files else path
 
 
 def arch_flags(compute_capability: str | None, live: bool) -> list[str]:
