@@ -27,6 +27,7 @@ def pytest_configure(config):
     os.environ["STREAMALLOC_MODE"] = MODE.name
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without it, never called
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (make test): in replay, one worker per core (nvcc and the kernels each use one); live, one, so that no
     test's GPU timing shares the GPU or the CPU with another test."""
