@@ -221,7 +221,10 @@ def _program(source: Path, nvcc: str, cmd_flags: list, out_dir) -> tuple[str, Pa
     text = source.read_text()
     beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
               if (source.parent / h).is_file()]  # a header written beside it is part of the program
-    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *cmd_flags, nvcc_identity(nvcc)]).encode()
+    # the course's header folder by what it holds (headers_text), not by where this copy of the course is: a copy
+    # unpacked elsewhere (the Colab tier's) builds the same program from the same text
+    flags = ["-I<course include>" if f == f"-I{INCLUDE}" else f for f in cmd_flags]
+    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *flags, nvcc_identity(nvcc)]).encode()
                             ).hexdigest()[:16]
     return text, (Path(out_dir) if out_dir else source.parent / "bin") / f"{source.stem}-{digest}"
 
