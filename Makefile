@@ -8,6 +8,9 @@ PYTHON ?= $(VENV)/bin/python
 SETUP  := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.installed)
 COLAB_VENV ?= build/venv-colab
 COLAB_PYTHON ?= python3
+# make test: pytest-xdist's workers, a test file each at a time, where it is installed; conftest.py makes `auto` one
+# worker per core in replay and a single worker live (a GPU's timings are never shared with another test)
+XDIST = $$($(PYTHON) -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
 
 .PHONY: help setup course test record info labs dist colab-test compile-matrix preflight site browser clean
 help:                       ## this list
@@ -15,8 +18,8 @@ help:                       ## this list
 setup: $(SETUP)             ## only set up .venv: the course's packages, its Jupyter kernel, nvcc if none is found
 course: $(SETUP)            ## run every notebook headless and print the summary
 	$(PYTHON) -m streamalloc run
-test: $(SETUP)              ## unit tests, CUDA builds, every notebook through nbval
-	$(PYTHON) -m pytest
+test: $(SETUP)              ## unit tests, CUDA builds, every notebook through nbval (in replay, one worker a core)
+	$(PYTHON) -m pytest $(XDIST)
 record: $(SETUP)            ## on a GPU: run notebooks and solutions live, write recordings/
 	$(PYTHON) -m streamalloc record
 info: $(SETUP)              ## what this machine has: GPU, driver, nvcc, CuPy, the mode the course will run in

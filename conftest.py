@@ -27,6 +27,17 @@ def pytest_configure(config):
     os.environ["STREAMALLOC_MODE"] = MODE.name
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without it, never called
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (make test): in replay, one worker per core (nvcc and the kernels each use one); live, one, so that no
+    test's GPU timing shares the GPU or the CPU with another test."""
+    try:
+        live = gpu.decide(gpu.probe()).live
+    except (RuntimeError, ValueError):  # STREAMALLOC_MODE=live without a GPU: pytest_configure says so
+        return 1
+    return 1 if live else max(1, os.cpu_count() or 1)
+
+
 def pytest_report_header(config):
     ref = replay.reference()
     lines = [f"streamalloc: {MODE.name.upper()} mode: {MODE.reason}",

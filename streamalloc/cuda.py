@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import hashlib
 import os
 import re
@@ -44,6 +45,58 @@ NVCC_HELP = nvcc_missing()  # the general advice; a build that finds no nvcc nam
 
 def headers_text() -> str:
     return "".join(p.read_text() for p in sorted(INCLUDE.glob("*.cuh")))
+
+
+_EXEC = re.compile(r"""^\s*exec\s+(?:'((?:[^']|'\\'')+)'|"([^"]+)"|(\S+))\s+"\$@"\s*$""", re.M)
+
+
+def real_nvcc(nvcc: str) -> str:
+    """The nvcc program itself: links followed, and a wrapper script (`exec /path/to/nvcc "$@"`, as
+    tools/ensure_nvcc.sh and some installs write) followed to what it runs."""
+    path = os.path.realpath(nvcc)
+    for _ in range(4):
+        try:
+            if os.path.getsize(path) > 4096:
+                break
+            m = _EXEC.search(Path(path).read_text())
+        except (OSError, UnicodeDecodeError):
+            break
+        if not m:
+            break
+        path = os.path.realpath(m[1].replace("'\\''", "'") if m[1] else m[2] or m[3])
+    return path
+
+
+# beside the nvcc program, in its toolkit's tree: the runtime's headers and library a program is built with (the
+# pip wheels install them apart from nvcc)
+TOOLKIT_FILES = ("include/cuda_runtime_api.h", "lib64/libcudart_static.a", "lib/libcudart_static.a")
+
+
+@functools.lru_cache(maxsize=None)
+def _nvcc_identity(files: tuple) -> str:
+    digest = hashlib.sha256()
+    for path, _size, _mtime in files:
+        try:
+            digest.update(Path(path).read_bytes())
+        except OSError:
+            digest.update(path.encode())
+    return digest.hexdigest()
+
+
+def nvcc_identity(nvcc: str) -> str:
+    """A hash of the nvcc program itself (after its wrappers) and of its toolkit's runtime headers and library: part of a
+    program's cache key, so one build cache serves every nvcc: two virtual environments' copies of one toolkit share
+    their programs, two toolkits never do. Nothing is run (an nvcc that hangs costs no time here)."""
+    path = real_nvcc(nvcc)
+    tree = os.path.dirname(os.path.dirname(path))
+    files = []
+    for f in (path, *(os.path.join(tree, t) for t in TOOLKIT_FILES)):
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue
+        files.append((os.path.realpath(f), st.st_size, st.st_mtime))
+    return _nvcc_identity(tuple(files)) if files else path
 
 
 def arch_flags(compute_capability: str | None, live: bool) -> list[str]:
@@ -118,7 +171,8 @@ _CRASH = re.compile(r"died due to signal|Segmentation fault|core dumped|[Ii]nter
 
 def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[str] | tuple = (),
           out_dir: str | os.PathLike | None = None, timeout: float = 300) -> Path:
-    """Compile one .cu file to an executable; a second call with the same content and flags reuses it."""
+    """Compile one .cu file to an executable; a second call with the same content, flags and nvcc reuses it (from any
+    folder that wrote it, in any process: out_dir is a cache keyed by all three)."""
     nvcc = gpu.nvcc_path()
     if nvcc is None:
         raise NvccNotFound(nvcc_missing(gpu.driver_cuda_version()))
@@ -126,12 +180,8 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
     cmd_flags = [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
-    text = source.read_text()
-    beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
-              if (source.parent / h).is_file()]  # a header written beside it is part of the program
-    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *cmd_flags]).encode()).hexdigest()[:16]
-    out_dir = Path(out_dir) if out_dir else source.parent / "bin"
-    exe = out_dir / f"{source.stem}-{digest}"
+    text, exe = _program(source, nvcc, cmd_flags, out_dir)
+    out_dir = exe.parent
     if exe.is_file():
         return exe
     # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
@@ -164,6 +214,28 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
             raise build_error(source, log, proc.returncode, out_dir)
         os.replace(tmp, exe)
     return exe
+
+
+def _program(source: Path, nvcc: str, cmd_flags: list, out_dir) -> tuple[str, Path]:
+    """(the source's text, the executable build() makes of it): its name holds the hash of everything it is made of."""
+    text = source.read_text()
+    beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
+              if (source.parent / h).is_file()]  # a header written beside it is part of the program
+    # the course's header folder by what it holds (headers_text), not by where this copy of the course is: a copy
+    # unpacked elsewhere (the Colab tier's) builds the same program from the same text
+    flags = ["-I<course include>" if f == f"-I{INCLUDE}" else f for f in cmd_flags]
+    digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *flags, nvcc_identity(nvcc)]).encode()
+                            ).hexdigest()[:16]
+    return text, (Path(out_dir) if out_dir else source.parent / "bin") / f"{source.stem}-{digest}"
+
+
+def built(source: str | os.PathLike, flags=(), arch=(), out_dir=None) -> Path | None:
+    """The executable build() would reuse for these arguments, where it is already built; else None."""
+    nvcc = gpu.nvcc_path()
+    if nvcc is None or not Path(source).is_file():
+        return None
+    exe = _program(Path(source), nvcc, [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags], out_dir)[1]
+    return exe if exe.is_file() else None
 
 
 @contextlib.contextmanager

@@ -74,7 +74,7 @@ class Lesson:
                 and not cuda.driver_present():
             self.mode = gpu.Mode(False, "no GPU found (this machine has no NVIDIA driver)")
         self.build = build_folder(name)  # this notebook's, this process's: its %%writefile cells write here
-        self.bin = self.build.parent / "bin"  # the notebook's built programs, keyed by their content
+        self.bin = programs_folder()  # built programs, keyed by their content, flags and nvcc: shared by every notebook
         try:
             self.build.mkdir(parents=True, exist_ok=True)
         except OSError as e:  # a read-only or full disk: say which folder, not a traceback
@@ -90,7 +90,7 @@ class Lesson:
             self.machine = gpu.Machine(problem="no recording")
         if not quiet:
             print(self.banner())
-        if self.live and "ipykernel" in sys.modules:  # in a notebook, on a GPU
+        if "ipykernel" in sys.modules:  # in a notebook: live, and in replay (which compiles too, where nvcc is)
             self.build_ahead()
 
     # -- where measurements come from -------------------------------------------------------
@@ -137,7 +137,7 @@ class Lesson:
         if not sources or gpu.nvcc_path() is None:
             return {}
         paths = []
-        for i, (file, text) in enumerate(sources):  # the saved texts, built into the lesson's own bin/
+        for i, (file, text) in enumerate(sources):  # the saved texts, built into the shared programs folder
             folder = self.build / ".ahead" / str(i)  # a folder each: a notebook may write one file twice
             folder.mkdir(parents=True, exist_ok=True)
             (folder / file).write_text(text)
@@ -394,9 +394,8 @@ def build_folder(name: str) -> Path:
     """Where a lesson's %%writefile cells write: build/cuda/<name>-<key>/run-<pid>-<token>/. The key is a short hash
     of the open notebook's path (Jupyter's JPY_SESSION_NAME, else the notebook of that name in the kernel's
     folder, else the folder and the name), so a lab and its solution, or two copies of a lab, never share a folder;
-    the run folder is this process's, so two runs at once never read each other's sources. Their built programs
-    (bin/ beside it, named by a hash of their text) are shared by the notebook's runs. Run folders of processes that
-    have ended are removed."""
+    the run folder is this process's, so two runs at once never read each other's sources. Their built programs go
+    to programs_folder(), named by a hash of their content. Run folders of processes that have ended are removed."""
     here = Path.cwd().resolve()
     session = os.environ.get("JPY_SESSION_NAME", "")
     notebook = here / session if session.endswith(".ipynb") else here / f"{name}.ipynb"
@@ -407,6 +406,13 @@ def build_folder(name: str) -> Path:
         if old.name != _RUN and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     return folder / _RUN
+
+
+def programs_folder() -> Path:
+    """Where built programs go: $STREAMALLOC_PROGRAMS, else build/cuda/bin. One folder for every notebook, lab and
+    run, because a program's file name holds the hash of its text, headers, flags and nvcc (cuda.build): the same
+    program is compiled once, whichever notebook (a lab and its solution, the tests, the Colab tier) builds it."""
+    return Path(os.environ.get("STREAMALLOC_PROGRAMS") or build_root() / "cuda" / "bin")
 
 
 def _alive(pid: int) -> bool:

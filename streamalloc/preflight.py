@@ -2,8 +2,9 @@
 
     make preflight        # = python -m streamalloc preflight
 
-It runs every notebook, solution and lab live (with the runner, a progress bar per notebook), then the same
-notebooks in replay, where the same code gives the reference recording's figures. Each lesson's key
+It runs every notebook, solution and lab live (with the runner, a progress bar per notebook), then the lessons
+(notebooks/, the only ones with key figures and plots) in replay, where the same code gives the reference
+recording's figures; without a GPU, everything in replay. Each lesson's key
 figures (`lesson.key_figure(name, value, unit, band)`) are paired by name: live / reference should lie in
 the figure's band. It writes build/preflight/report.html and report.md: the machine beside the reference,
 each notebook's result and time, the key figures with their ratios, the lessons' plots (live beside the
@@ -43,17 +44,26 @@ def sanitizer_version() -> str | None:
     return sanitizer.version(path) if path else None
 
 
-def run_pass(mode: str, out: Path, paths=(), kernel: str = "python3", progress: bool = True) -> list[dict]:
+def compared(nbs: list[Path]) -> list[Path]:
+    """The notebooks whose reference the report shows: the lessons (notebooks/), the only ones with key figures and
+    plots. The solutions and labs have neither: their replay is make test's (nbval), not the preflight's."""
+    return [nb for nb in nbs if nb.resolve().parent.name == "notebooks"]
+
+
+def run_pass(mode: str, out: Path, paths=(), kernel: str = "python3", progress: bool = True,
+             env: dict | None = None) -> list[dict]:
     """Run the notebooks in one mode; their key figures go to out/key_figures/<mode>/ (the labs' elsewhere:
-    an unsolved lab shares its lesson name with its solution, and would overwrite the solution's figures)."""
-    nbs = runner.notebooks(paths)
+    an unsolved lab shares its lesson name with its solution, and would overwrite the solution's figures).
+    `paths` may be a list of notebooks; `env`, more of the kernels' environment."""
+    nbs = paths if paths and all(Path(p).suffix == ".ipynb" for p in paths) else runner.notebooks(paths)
     labs = [nb for nb in nbs if nb.resolve().parent.name == "labs"]
     groups = [([nb for nb in nbs if nb not in labs], out / "key_figures"), (labs, out / "lab_key_figures")]
     rows = []
     for group, figures in groups:
         if group:
             rows += runner.run(group, out_dir=out / mode / "executed", kernel=kernel, progress=progress,
-                               extra_env={"STREAMALLOC_MODE": mode, "STREAMALLOC_KEY_FIGURES": str(figures)})
+                               extra_env={"STREAMALLOC_MODE": mode, "STREAMALLOC_KEY_FIGURES": str(figures),
+                                          **(env or {})})
     with contextlib.redirect_stdout(io.StringIO()):  # one summary of both groups, not printed a third time
         runner.write_summary(rows, out / mode)
     return rows
@@ -71,14 +81,19 @@ def preflight(paths=(), out: Path = OUT, kernel: str = "python3", progress: bool
         {"here": {**here.to_dict(), "sanitizer": sanitizer_version()}, "live": mode.live, "reason": mode.reason,
          "reference": replay.reference(), "started": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
     t0 = time.perf_counter()
+    nbs = runner.notebooks(paths)
     if mode.live:
         print(f"Preflight, pass 1 of 2: every notebook LIVE on {here.gpu}", flush=True)
-        run_pass("live", out, paths, kernel, progress)
+        run_pass("live", out, nbs, kernel, progress)
+        # the reference's figures and plots: only the lessons have any; their programs compile as the live pass
+        # built them (-arch=native: the live pass's builds, found in build/cuda/bin, not built again), since a
+        # replay's output comes from the recording whatever the architecture its program was compiled for
+        print("Preflight, pass 2 of 2: the lessons (notebooks/) in REPLAY, for the reference's figures", flush=True)
+        run_pass("replay", out, compared(nbs), kernel, progress, env={"STREAMALLOC_ARCH": "native"})
     else:
         print(f"Preflight: no live run, because {mode.reason}. Only the reference is shown.", flush=True)
-    print(f"Preflight, pass {2 if mode.live else 1} of {2 if mode.live else 1}: the same notebooks in REPLAY, "
-          "for the reference's figures", flush=True)
-    run_pass("replay", out, paths, kernel, progress)
+        print("Preflight, pass 1 of 1: the same notebooks in REPLAY, for the reference's figures", flush=True)
+        run_pass("replay", out, nbs, kernel, progress)
     ready, verdict = write_report(out)
     print(f"\nPreflight ({time.perf_counter() - t0:.0f} s): {verdict}\nreport: {out / 'report.html'} "
           f"(and report.md)", flush=True)
@@ -288,7 +303,8 @@ def _notebook_rows(ctx) -> list[list[str]]:
     for nb in dict.fromkeys([*live, *ref]):
         a, b = live.get(nb), ref.get(nb)
         rows.append([nb, a["result"] if a else "not run", fmt(a["seconds"]) if a else "–",
-                     b["result"] if b else "not run", fmt(b["seconds"]) if b else "–",
+                     b["result"] if b else "not run" if nb.startswith("notebooks/") or not a else
+                     "not replayed (nothing to compare)", fmt(b["seconds"]) if b else "–",
                      (a or {}).get("error") or (b or {}).get("error") or ""])
     return rows
 

@@ -163,8 +163,14 @@ def _cells(notebook: Path, file: str, edit):
 
 
 def run_check(notebook: Path, case: str, file: str, edit=None) -> Check:
-    """Run the set-up, %%writefile and check cells; the check's outcome. A failure before the check fails the test."""
+    """Run the set-up, %%writefile and check cells; the check's outcome. A failure before the check fails the test.
+
+    Live, and for the notebook as saved (cases "solution" and "lab"), in a Jupyter kernel. In replay, any other
+    answer's check runs in this process (`in_process`): nothing of it can run on a GPU, so the kernel would only add
+    its start to the same verdict (the same Lesson, the same nvcc build of the answer, the same replay)."""
     nb = _cells(notebook, file, edit)
+    if not LIVE and case not in ("solution", "lab") and notebook.stem not in IN_A_KERNEL:
+        return in_process(notebook, nb, case)
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT, allow_errors=True,
                                      resources={"metadata": {"path": str(notebook.parent)}})
     try:
@@ -183,9 +189,56 @@ def run_check(notebook: Path, case: str, file: str, edit=None) -> Check:
     return result
 
 
-def _write(notebook: Path, case: str, outputs, result: Check):
+IN_A_KERNEL = {"lab5_ipc_pool"}  # its answers run in a kernel in every mode (two processes share a pool)
+START = re.compile(r"^lesson = sa\.start\((?P<name>\"[^\"]+\"|'[^']+')\)\s*$", re.M)
+
+
+def in_process(notebook: Path, nb, case: str) -> Check:
+    """The check cell run here, as the kernel runs it: in the notebook's folder, on `lesson = sa.start(name)` (the
+    set-up cell's last line, in this session's mode), with each %%writefile cell's file written where %%writefile
+    writes it; what it displays (tables) is kept apart from what it prints, as a kernel's outputs are."""
+    import contextlib
+    import io
+    from unittest import mock
+
+    import streamalloc as sa
+    from streamalloc.lesson import WRITEFILE
+
+    *cells, check = nb.cells
+    assert "check" in check.metadata.get("tags", []), f"{notebook.name}: its last code cell is not the check"
+    setup = next(c for c in cells if "sa.start(" in c.source)
+    name = START.search(setup.source)
+    assert name, f"{notebook.name}: its set-up cell does not end with lesson = sa.start(\"...\")"
+    shown, printed = [], io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(notebook.parent)  # as Jupyter starts the kernel: the lesson's build folder is the notebook's
+    try:
+        with contextlib.redirect_stdout(printed), mock.patch("IPython.display.display", lambda *a, **k: shown.extend(a)):
+            lesson = sa.start(name["name"][1:-1])
+            for cell in cells:
+                first, _, body = cell.source.partition("\n")
+                m = WRITEFILE.fullmatch(first)
+                if m:
+                    (lesson.build / m["file"]).write_text(body if body.endswith("\n") else body + "\n")
+            printed.seek(0)  # the set-up's banner is the set-up cell's output, not the check's
+            printed.truncate()
+            try:
+                exec(compile(check.source, f"{notebook.name}: the check cell", "exec"), {"sa": sa, "lesson": lesson})
+                result = Check(None, "", printed.getvalue())
+            except Exception as e:  # noqa: BLE001  the check's verdict, as the kernel's error output gives it
+                result = Check(type(e).__name__, str(e), printed.getvalue())
+    finally:
+        os.chdir(cwd)
+    outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.printed)] + [
+        nbformat.v4.new_output("display_data", data={"text/plain": repr(x)}) for x in shown]
+    _write(notebook, case, outputs, result, here="in the test's process")
+    return result
+
+
+def _write(notebook: Path, case: str, outputs, result: Check, here: str = "in a Jupyter kernel"):
     """build/lab_checks/<notebook>-<case>.txt: the check's outputs in order (printed and shown), and its error."""
-    parts = [f"{notebook.relative_to(ROOT)}, case {case!r}, STREAMALLOC_MODE={os.environ.get('STREAMALLOC_MODE', '')}"]
+    parts = [f"{notebook.relative_to(ROOT)}, case {case!r}, STREAMALLOC_MODE={os.environ.get('STREAMALLOC_MODE', '')}"
+             + f" ({here})"]
     for o in outputs:
         if o.output_type == "stream":
             parts.append(o.text.rstrip("\n"))

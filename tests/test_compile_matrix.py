@@ -44,6 +44,32 @@ def test_compile_one_caches_by_content(tmp_path, monkeypatch):
     assert not ok and "undefined_name" in log
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path(sys.prefix, "bin", "nvcc").exists(), reason="no nvcc")
+def test_a_row_reuses_the_courses_build_and_builds_the_other_archs_in_one_call_or_each_to_say_which_fails(
+        tmp_path, monkeypatch):
+    from streamalloc import cuda, gpu
+    if not (gpu.nvcc_version() or "").startswith("13."):
+        pytest.skip("cuda13 needs a CUDA 13 nvcc")
+    monkeypatch.setattr(compile_matrix, "BUILD", tmp_path / "matrix")
+    monkeypatch.setenv("STREAMALLOC_PROGRAMS", str(tmp_path / "programs"))
+    (tmp_path / "matrix").mkdir()
+    tk = compile_matrix.toolkit("cuda13")
+    good = "__global__ void k(int *p) { *p = 1; }\nint main() { return 0; }\n"
+    (tmp_path / "good.cu").write_text(good)
+    cuda.build(tmp_path / "good.cu", arch=["-arch=sm_90"], out_dir=tmp_path / "programs")  # as make test builds it
+    calls = []
+    real_run = compile_matrix.subprocess.run
+    monkeypatch.setattr(compile_matrix.subprocess, "run", lambda cmd, **k: calls.append(cmd) or real_run(cmd, **k))
+    row = compile_matrix.compile_row(tk, ["sm_75", "sm_90"], "good.cu", good)
+    assert row["sm_90"] == (True, "", True) and row["sm_75"][0] and not row["sm_75"][2], row
+    assert len(calls) == 0, "sm_75 alone is the course's build too (build/cuda/bin)"
+    sm80 = "__global__ void k() {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n#error needs sm_80\n#endif\n}\n" \
+           "int main() { return 0; }\n"
+    row = compile_matrix.compile_row(tk, ["sm_75", "sm_90"], "sm80.cu", sm80)
+    assert not row["sm_75"][0] and "needs sm_80" in row["sm_75"][1] and row["sm_90"][0], row
+    assert any("-gencode=arch=compute_75,code=[sm_75,compute_75]" in c for c in calls), "not tried in one call first"
+
+
 def test_hold_memory_leaves_what_was_asked():
     GiB = hold_memory.GiB
     sizes = hold_memory.plan(free=80 * GiB + 123, leave=15 * GiB)

@@ -233,3 +233,18 @@ def test_sigterm_during_a_build_stops_nvcc_and_removes_its_folder(tmp_path):
         state = Path(f"/proc/{child}/stat")
         assert not state.exists() or state.read_text().split()[2] == "Z", "nvcc's child is still running"
         assert list((tmp_path / "bin").iterdir()) == [], "nvcc's temporary folder is left"
+
+
+def test_a_copy_of_the_course_elsewhere_builds_the_same_program_but_not_from_another_header(tmp_path, monkeypatch):
+    """The key holds the course header's text, not its folder: the Colab tier's unpacked copy finds make test's
+    programs (build/cuda/bin); a changed header is another program."""
+    import shutil
+    src = program(tmp_path, "p", "int main() { return 0; }")
+    key = lambda: cuda._program(src, "nvcc", [*cuda.BASE_FLAGS, f"-I{cuda.INCLUDE}"], tmp_path / "bin")[1]  # noqa: E731
+    here = key()
+    copy = tmp_path / "elsewhere" / "include"
+    shutil.copytree(cuda.INCLUDE, copy)
+    monkeypatch.setattr(cuda, "INCLUDE", copy)
+    assert key() == here
+    (copy / "course.cuh").write_text((copy / "course.cuh").read_text() + "// changed\n")
+    assert key() != here

@@ -264,14 +264,31 @@ def test_a_notebooks_programs_are_its_own(tmp_path, monkeypatch):
     assert not dead.exists()
 
 
-def test_a_lessons_programs_are_built_beside_its_run_folder(course, tmp_path, monkeypatch):
-    """What a run cell compiles goes to the notebook's shared bin/ (keyed by content), not into the run's folder."""
+def test_a_lessons_programs_are_built_into_the_shared_programs_folder(course, tmp_path, monkeypatch):
+    """What a run cell compiles goes to build/cuda/bin (keyed by content, flags and nvcc), shared by every notebook,
+    not into the run's folder; $STREAMALLOC_PROGRAMS moves it (the Colab tier shares make test's)."""
     seen = {}
     monkeypatch.setattr(cuda, "build", lambda source, flags=(), arch=(), out_dir=None: seen.update(out=out_dir))
+    monkeypatch.delenv("STREAMALLOC_PROGRAMS", raising=False)
     lesson = course(True)
     (lesson.build / "x.cu").write_text("int main() {}\n")
     lesson.compile("x.cu")
-    assert seen["out"] == lesson.bin == lesson.build.parent / "bin"
+    assert seen["out"] == lesson.bin == tmp_path / "build" / "cuda" / "bin"
+    monkeypatch.setenv("STREAMALLOC_PROGRAMS", str(tmp_path / "elsewhere"))
+    assert course(True).bin == tmp_path / "elsewhere"
+
+
+@pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")
+def test_a_program_built_by_another_nvcc_is_another_program(tmp_path, monkeypatch):
+    """One cache serves every nvcc: its `nvcc --version` is part of the key, so another toolkit's program (another
+    virtual environment's nvcc, Colab's) is never taken for this one's; the same nvcc's is."""
+    monkeypatch.setenv("STREAMALLOC_ARCH", "sm_90")
+    src = tmp_path / "p.cu"
+    src.write_text("int main() { return 0; }\n")
+    first = cuda.build(src, out_dir=tmp_path / "bin")
+    assert cuda.build(src, out_dir=tmp_path / "bin") == first
+    monkeypatch.setattr(cuda, "nvcc_identity", lambda nvcc: "Cuda compilation tools, release 12.4, V12.4.131")
+    assert cuda.build(src, out_dir=tmp_path / "bin") != first
 
 
 @pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")

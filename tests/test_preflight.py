@@ -192,3 +192,23 @@ def test_a_pass_leaves_the_callers_environment_as_it_was(tmp_path, monkeypatch):
     before = dict(os.environ)
     preflight.run_pass("live", tmp_path, [runner.REPO / "notebooks" / "00_setup.ipynb"])
     assert dict(os.environ) == before and seen[0]["STREAMALLOC_MODE"] == "live"
+
+
+def test_live_the_replay_pass_runs_only_the_lessons_it_compares_with_the_live_passs_builds(tmp_path, monkeypatch):
+    """Only notebooks/ record key figures and plots: the replay pass runs those, not the solutions and labs (make test
+    replays them), and builds for -arch=native as the live pass did, so it finds the live pass's programs built."""
+    runs = []
+    monkeypatch.setattr(preflight.gpu, "decide", lambda here: preflight.gpu.Mode(True, "a GPU with pools"))
+    monkeypatch.setattr(preflight, "sanitizer_version", lambda: None)
+    monkeypatch.setattr(runner, "run", lambda group, **kw: runs.append((kw["extra_env"], group)) or [])
+    monkeypatch.setattr(runner, "write_summary", lambda rows, where: "")
+    monkeypatch.setattr(preflight, "write_report", lambda out: (True, "ready"))
+    assert preflight.preflight(out=tmp_path, progress=False) == 0
+    live = [nb for env, group in runs if env["STREAMALLOC_MODE"] == "live" for nb in group]
+    replayed = [(env, nb) for env, group in runs if env["STREAMALLOC_MODE"] == "replay" for nb in group]
+    assert {nb.parent.name for nb in live} == {"notebooks", "solutions", "labs"}
+    assert [nb for _, nb in replayed] == [nb for nb in live if nb.parent.name == "notebooks"]
+    assert all(env["STREAMALLOC_ARCH"] == "native" for env, _ in replayed)
+    ctx = {"live_rows": [{"notebook": "solutions/lab1.ipynb", "result": "passed", "seconds": 1.0, "error": ""}],
+           "replay_rows": []}
+    assert preflight._notebook_rows(ctx)[0][3] == "not replayed (nothing to compare)"

@@ -262,8 +262,10 @@ def test_sigterm_during_a_build_stops_nvcc_and_leaves_no_temporary_folder_or_soc
     nb = notebook(tmp_path / "builds.ipynb", [
         ("import os\nopen('kernel.pid', 'w').write(str(os.getpid()))\nfrom streamalloc import cuda\n"
          "cuda.build_all(['x.cu'], out_dir='built')", [])])
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    import shutil
+    import tempfile
+    # the kernels' IPC sockets live in TMPDIR: a short one (a pytest-xdist worker's tmp_path is too long for a socket)
+    tmp = Path(tempfile.mkdtemp(prefix="sa-"))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp), "STREAMALLOC_MODE": "replay",
            "PYTHONPATH": str(runner.REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "streamalloc", "run", "--no-progress", str(nb)], env=env,
@@ -285,4 +287,6 @@ def test_sigterm_during_a_build_stops_nvcc_and_leaves_no_temporary_folder_or_soc
         state = Path(f"/proc/{pid}/stat")
         assert not state.exists() or state.read_text().split()[2] == "Z", f"{name[:-4]} is still running\n{out}"
     assert not list((tmp_path / "built").glob(".nvcc-*")), "nvcc's temporary folder is left"
-    assert not list(tmp.glob("streamalloc-kernels-*")), "the kernels' socket folder is left"
+    left = list(tmp.glob("streamalloc-kernels-*"))
+    shutil.rmtree(tmp, ignore_errors=True)
+    assert not left, "the kernels' socket folder is left"

@@ -16,6 +16,9 @@ Toolkits (--toolkit, repeatable; default both):
               Fetched once into build/toolchains/ (--fetch does only that).
 
 Builds run two at a time; a result is cached by content (source, header, toolkit, flags) in build/compile-matrix/.
+A source's architectures build in one nvcc call (each one's device code, the host code once; on a failure, each
+alone, to say which); with cuda13, a program the course's own build already made for an architecture (make test and
+make colab-test build every program for the recorded GPU into build/cuda/bin) is that build, not built again.
 
     python tools/compile_matrix.py [--toolkit cuda13] [--toolkit cuda12.0h] [--jobs 2] [--fetch]
 """
@@ -37,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from streamalloc import cuda, gpu, replay  # noqa: E402
-from streamalloc.lesson import written_files  # noqa: E402
+from streamalloc.errors import BuildFailed, CompileError  # noqa: E402
+from streamalloc.lesson import programs_folder, written_files  # noqa: E402
 
 BUILD = ROOT / "build" / "compile-matrix"
 TOOLCHAINS = ROOT / "build" / "toolchains"
@@ -184,7 +188,7 @@ def toolkit(name: str) -> dict:
         version = gpu.nvcc_version()
         if not (version or "").startswith("13."):
             raise SystemExit(f"compile_matrix: cuda13 needs a CUDA 13 nvcc; {nvcc} is CUDA {version}")
-        return {"name": name, "nvcc": nvcc, "version": version, "flags": []}
+        return {"name": name, "nvcc": nvcc, "version": version, "flags": [], "course": True}
     if name == "cuda12.0h":
         tree = fetch_cuda12()
         wheels = tree / "wheels/nvidia"
@@ -195,27 +199,70 @@ def toolkit(name: str) -> dict:
     raise SystemExit(f"compile_matrix: unknown toolkit {name!r} (cuda13, cuda12.0h)")
 
 
-# -- compiling -----------------------------------------------------------------------------------------------
-def compile_one(tk: dict, arch: str, name: str, text: str, timeout: float = 300) -> tuple[bool, str, bool]:
-    """(compiled, nvcc's message, cached) for one source with one toolkit for one architecture."""
-    flags = [*cuda.BASE_FLAGS, f"-arch={arch}", f"-I{cuda.INCLUDE}", *tk["flags"]]
+# -- compiling ---------------------------------------------------------------------------------------------
+def arch_flags(archs: list[str]) -> list[str]:
+    """One architecture as the course builds it (-arch=sm_90: its machine code and PTX); several in one nvcc call, the
+    same for each (-gencode ...,code=[sm_XX,compute_XX]): each architecture's device code compiled, the host code once."""
+    if len(archs) == 1:
+        return [f"-arch={archs[0]}"]
+    return [f"-gencode=arch=compute_{a[3:]},code=[{a},compute_{a[3:]}]" for a in archs]
+
+
+def compile_one(tk: dict, arch: str | list[str], name: str, text: str, timeout: float = 300) -> tuple[bool, str, bool]:
+    """(compiled, nvcc's message, cached) for one source with one toolkit for one architecture, or for several at once.
+
+    The course's own nvcc (cuda13) builds one architecture through the course's own build (cuda.build into
+    build/cuda/bin, keyed by the text, header, flags and the nvcc program): a program make test or make colab-test
+    already built for the recorded GPU is the same build, and is not built again."""
+    archs = [arch] if isinstance(arch, str) else list(arch)
+    flags = [*cuda.BASE_FLAGS, *arch_flags(archs), f"-I{cuda.INCLUDE}", *tk["flags"]]
     key = hashlib.sha256("\0".join([text, cuda.headers_text(), tk["nvcc"], tk["version"], *flags]).encode()).hexdigest()[:20]
     cached = BUILD / "cache" / f"{key}.json"
     if cached.is_file():
         ok, log = json.loads(cached.read_text())
         return ok, log, True
+    BUILD.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=BUILD) as tmp:
         src = Path(tmp) / name
         src.write_text(text)
-        try:
-            done = subprocess.run([tk["nvcc"], *flags, "-o", str(Path(tmp) / "a.out"), str(src)],
-                                  capture_output=True, text=True, timeout=timeout)
-            ok, log = done.returncode == 0, (done.stdout + done.stderr).strip()
-        except subprocess.TimeoutExpired:
-            ok, log = False, f"nvcc took longer than {timeout:.0f} s"
+        if tk.get("course") and len(archs) == 1 and not tk["flags"]:
+            if cuda.built(src, arch=arch_flags(archs), out_dir=programs_folder()):
+                return True, "", True
+            try:
+                cuda.build(src, arch=arch_flags(archs), out_dir=programs_folder(), timeout=timeout)
+                return True, "", False  # the program is its own cache
+            except CompileError as e:
+                ok, log = False, e.log or str(e)
+            except BuildFailed as e:
+                ok, log = False, str(e)
+        else:
+            try:
+                done = subprocess.run([tk["nvcc"], *flags, "-o", str(Path(tmp) / "a.out"), str(src)],
+                                      capture_output=True, text=True, timeout=timeout)
+                ok, log = done.returncode == 0, (done.stdout + done.stderr).strip()
+            except subprocess.TimeoutExpired:
+                ok, log = False, f"nvcc took longer than {timeout:.0f} s"
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps([ok, log]))
     return ok, log, False
+
+
+def compile_row(tk: dict, archs: list[str], name: str, text: str) -> dict:
+    """{arch: (compiled, message, cached)} for one source with one toolkit: what the course's build already holds,
+    then the other architectures in one nvcc call; where that fails, each alone, so the table says which failed."""
+    results = {}
+    if tk.get("course"):
+        for arch in archs:
+            with tempfile.TemporaryDirectory(dir=BUILD) as tmp:
+                (Path(tmp) / name).write_text(text)
+                if cuda.built(Path(tmp) / name, arch=arch_flags([arch]), out_dir=programs_folder()):
+                    results[arch] = (True, "", True)
+    rest = [a for a in archs if a not in results]
+    if len(rest) > 1:
+        ok, log, was_cached = compile_one(tk, rest, name, text)
+        if ok:
+            return {**results, **{a: (True, log, was_cached) for a in rest}}
+    return {**results, **{a: compile_one(tk, a, name, text) for a in rest}}
 
 
 def main(argv=None) -> int:
@@ -241,9 +288,12 @@ def main(argv=None) -> int:
     for e in entries:
         if e["expect"] != "stub":
             unique.setdefault((e["name"], e["text"]), e)
-    jobs = [(tk, arch, key) for key in unique for tk in kits for arch in archs]
+    row_jobs = [(tk, key) for key in unique for tk in kits]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda j: compile_one(j[0], j[1], j[2][0], j[2][1]), jobs))
+        row_results = list(pool.map(lambda j: compile_row(j[0], archs, j[1][0], j[1][1]), row_jobs))
+    jobs = [(tk, arch, key) for key in unique for tk in kits for arch in archs]
+    by_row = {(tk["name"], key): r for (tk, key), r in zip(row_jobs, row_results)}
+    results = [by_row[(tk["name"], key)][arch] for tk, arch, key in jobs]
     failures, cached = [], 0
     rows = {}
     for (tk, arch, key), (ok, log, was_cached) in zip(jobs, results):

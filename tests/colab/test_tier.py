@@ -58,7 +58,11 @@ def root():
 
 
 def kernel_env(root: Path, drive: Path | None = None) -> dict:
-    """What a Colab kernel's environment has that matters here, and nothing of the Makefile's or CI's."""
+    """What a Colab kernel's environment has that matters here, and nothing of the Makefile's or CI's but one thing:
+    on the archive route, the programs folder is this checkout's build/cuda/bin ($STREAMALLOC_PROGRAMS), where make
+    test built the same programs. A program there is named by the hash of its text, header, flags and the nvcc
+    program itself (cuda.build), so a program found there is the one this kernel's nvcc would build; another nvcc (a
+    Colab package set with another toolkit) builds its own. The Drive route builds everything in its fresh folder."""
     path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"  # nvcc, as Colab's PATH has it
     env = {"PATH": path, "HOME": str(root / "home"), "LANG": "C.UTF-8",
            "PYTHONPATH": str(STANDIN), "COLAB_STANDIN_CONTENT": str(root / "content"),
@@ -67,6 +71,8 @@ def kernel_env(root: Path, drive: Path | None = None) -> dict:
         env["JUPYTER_PATH"] = os.environ["JUPYTER_PATH"]
     if drive is not None:
         env["COLAB_STANDIN_DRIVE"] = str(drive)
+    else:
+        env["STREAMALLOC_PROGRAMS"] = str(ROOT / "build" / "cuda" / "bin")
     return env
 
 
