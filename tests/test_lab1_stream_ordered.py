@@ -179,8 +179,9 @@ def test_freeing_on_a_stream_not_ordered_after_the_work():
                                  "CHECK(cudaStreamDestroy(t));"])
     check = LAB.rejected("freed on another stream", edit, "cudaFreeAsync is called on `t`, and nothing orders it",
                          built=True)
-    if LIVE:
-        assert "compute-sanitizer found" in check.evalue and "the free does not wait" in check.evalue
+    if LIVE:  # the run shows it too: the probe's sum, or (as on the H100 in the last live run) the program failing
+        assert "compute-sanitizer found" in check.evalue and any(
+            w in check.evalue for w in ("the free does not wait for the kernels", "pipeline exited with status"))
 
 
 # -- issue 19: wrong answers and right ones written differently, judged in process on canned runs ----------------

@@ -123,10 +123,11 @@ MiB = 1 << 20
 UINT64_MAX = 2**64 - 1
 
 
-def run_lines(kept=64 * MiB, us=14.0, threshold=UINT64_MAX, reserved_end=0, threshold_after=0):
-    """What tuned.cu prints: `kept` is what the default pool reserves after each synchronization of your loop."""
+def run_lines(kept=64 * MiB, us=14.0, threshold=UINT64_MAX, reserved_end=0, threshold_after=0, others=(200.0, 12.0)):
+    """What tuned.cu prints: `kept` is what the default pool reserves after each synchronization of your loop;
+    `others` the µs of threshold 0's loop and of the limit's."""
     out = []
-    for loop, after_sync, t in (("threshold 0", 0, 200.0), ("limit", 0, 12.0), ("yours", kept, us)):
+    for loop, after_sync, t in (("threshold 0", 0, others[0]), ("limit", 0, others[1]), ("yours", kept, us)):
         out += [{"loop": loop, "it": it, "us": t, "reserved_after_malloc": 0 if loop == "limit" else 64 * MiB,
                  "reserved_after_sync": after_sync} for it in range(100)]
     for loop, th, end, after in (("threshold 0", 0, 0, 0), ("limit", 0, 0, 0),
@@ -138,6 +139,18 @@ def run_lines(kept=64 * MiB, us=14.0, threshold=UINT64_MAX, reserved_end=0, thre
 
 
 SHRINKS = run_lines(kept=0, us=200.0, threshold=0)  # the default pool's threshold was never raised
+BUSY = (314.9, 281.5)  # live on the H100 beside three other labs' runs: the GPU's work hid what the pool costs
+
+
+def test_where_the_gpus_work_hides_the_pools_cost_the_speed_is_unverified_not_wrong(tmp_path, capsys):
+    """The live run that found it: threshold 0 took 314.9 µs, the limit 281.5 µs, a right answer 283.3 µs, and the
+    speed target (1.5× faster than threshold 0) failed it. Time cannot tell right from wrong there: a right answer is
+    not rejected and not "All checks passed"; a wrong one is still rejected, by the reserved memory."""
+    said, out = judged(tmp_path, None, run_lines(us=283.3, others=BUSY), capsys)
+    assert said == "" and "All checks passed" not in out, said
+    assert "the speed: " in out and "only 1.12× the target" not in out and "0.89× the target" in out, out
+    said, out = judged(tmp_path, None, run_lines(kept=0, us=314.0, threshold=0, others=BUSY), capsys)
+    assert "reserved memory: the pool gave all its memory back" in said and "speed" not in said, said
 
 
 def judged(tmp_path, edit, lines, capsys):

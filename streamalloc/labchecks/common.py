@@ -27,6 +27,21 @@ def within_limit(original: float, limit: float, of_limit: float, of_loss: float)
     return max(of_limit * limit, of_loss * (original - limit))
 
 
+def judge_speed(report, original: float, limit: float, yours: float, allowed: float, min_speedup: float,
+                figures: str, slow: str, baseline: str = "the original") -> None:
+    """The speed target: at most limit + allowed, and min_speedup times faster than the original. Time decides only
+    where it can: when the original itself is not min_speedup times slower than the target (the GPU's work hides
+    what the host or the pool costs: a slow GPU, or one shared with other work), a right answer and a wrong one take
+    about the same time, so the speed is said to be unverified on this run, and the other findings decide."""
+    target = limit + allowed
+    if original < min_speedup * target:
+        report.unverified("the speed", f"{figures}. Here {baseline} itself takes only {original / target:.2f}× the "
+                                       f"target, short of the {min_speedup:g}× that would tell a right answer from a "
+                                       "wrong one: the GPU's work hides the difference on this run")
+        return
+    report.expect(yours <= target and original >= min_speedup * yours, f"speed: {figures}", f"speed: {figures}. {slow}")
+
+
 def leaked(report, used_before: int, used_after: int, per_buffer: int, where: str, fix: str) -> bool:
     """The pool's memory in use after the learner's code (synchronized) must be what it was before: a finding."""
     extra = used_after - used_before

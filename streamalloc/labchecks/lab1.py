@@ -6,7 +6,7 @@ solutions/lab1_stream_ordered.ipynb.
 from __future__ import annotations
 
 from .. import checks, cppsource, measure, sanitizer
-from .common import SYNCS, leaked, show, within_limit
+from .common import SYNCS, judge_speed, leaked, show, within_limit
 
 TITLE = "Lab 1: from synchronous to stream-ordered"
 FILE, FUNCTION = "pipeline.cu", "pipeline_stream_ordered"
@@ -96,9 +96,8 @@ def speed(report, records, label):
                f"{allowed:.1f} µs (the larger of {OF_LIMIT:.0%} of the limit and {OF_LOSS:.0%} of the "
                f"{o - lim:.1f} µs the original loses), and at least {MIN_SPEEDUP:g}× faster than the original"
                f" (medians of {REPEATS} repeats on {label})")
-    report.expect(y <= lim + allowed and o >= MIN_SPEEDUP * y, f"speed: {figures}",
-                  f"speed: {figures}. Something in the loop still makes the host wait, or calls into the "
-                  "driver (see the hints)")
+    judge_speed(report, o, lim, y, allowed, MIN_SPEEDUP, figures,
+                "Something in the loop still makes the host wait, or calls into the driver (see the hints)")
 
 
 # -- what the code explains ---------------------------------------------------------------------------------------

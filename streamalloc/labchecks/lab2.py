@@ -6,7 +6,7 @@ solutions/lab2_tune_pool.ipynb.
 from __future__ import annotations
 
 from .. import checks, cppsource, measure
-from .common import MiB, size, within_limit
+from .common import MiB, judge_speed, size, within_limit
 
 TITLE = "Lab 2: tune the pool"
 FILE, FUNCTION = "tuned.cu", "tuned_loop"
@@ -96,8 +96,8 @@ def speed(report, its, label):
                f"{lim + allowed:.1f} µs, the limit plus the larger of {OF_LIMIT:.0%} of it and {OF_LOSS:.0%} of the "
                f"{t0 - lim:.1f} µs threshold 0 loses, and at least {MIN_SPEEDUP:g}× faster than threshold 0 (medians "
                f"of {len(its['yours'])} iterations on {label})")
-    report.expect(y <= lim + allowed and t0 >= MIN_SPEEDUP * y, f"speed: {figures}",
-                  f"speed: {figures}. The pool still has to grow in the loop's iterations (see reserved memory)")
+    judge_speed(report, t0, lim, y, allowed, MIN_SPEEDUP, figures,
+                "The pool still has to grow in the loop's iterations (see reserved memory)", "threshold 0")
 
 
 def trimmed(report, yours):
