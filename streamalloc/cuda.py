@@ -179,8 +179,8 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     source = Path(source)
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
-    cmd_flags = [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
-    text, exe = _program(source, nvcc, cmd_flags, out_dir)
+    nvcc_flags = cmd_flags(flags, arch)
+    text, exe = _program(source, nvcc, nvcc_flags, out_dir)
     out_dir = exe.parent
     if exe.is_file():
         return exe
@@ -194,7 +194,7 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
             (work / source.name).write_text(text)
         except OSError as e:
             raise _cannot_write(out_dir, e, source) from None
-        cmd = [nvcc, *cmd_flags, f"-I{source.parent.resolve()}", "-o", str(tmp), source.name]
+        cmd = [nvcc, *nvcc_flags, f"-I{source.parent.resolve()}", "-o", str(tmp), source.name]
         env = {**os.environ, "TMPDIR": str(work)}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                 cwd=work, start_new_session=True)  # its own process group: cicc, ptxas, gcc die with it
@@ -216,14 +216,19 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     return exe
 
 
-def _program(source: Path, nvcc: str, cmd_flags: list, out_dir) -> tuple[str, Path]:
+def cmd_flags(flags, arch) -> list[str]:
+    """nvcc's flags for a program: the course's, the architecture, the course's headers, the lesson's own."""
+    return [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
+
+
+def _program(source: Path, nvcc: str, nvcc_flags: list, out_dir) -> tuple[str, Path]:
     """(the source's text, the executable build() makes of it): its name holds the hash of everything it is made of."""
     text = source.read_text()
     beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
               if (source.parent / h).is_file()]  # a header written beside it is part of the program
     # the course's header folder by what it holds (headers_text), not by where this copy of the course is: a copy
     # unpacked elsewhere (the Colab tier's) builds the same program from the same text
-    flags = ["-I<course include>" if f == f"-I{INCLUDE}" else f for f in cmd_flags]
+    flags = ["-I<course include>" if f == f"-I{INCLUDE}" else f for f in nvcc_flags]
     digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *flags, nvcc_identity(nvcc)]).encode()
                             ).hexdigest()[:16]
     return text, (Path(out_dir) if out_dir else source.parent / "bin") / f"{source.stem}-{digest}"
@@ -234,7 +239,7 @@ def built(source: str | os.PathLike, flags=(), arch=(), out_dir=None) -> Path | 
     nvcc = gpu.nvcc_path()
     if nvcc is None or not Path(source).is_file():
         return None
-    exe = _program(Path(source), nvcc, [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags], out_dir)[1]
+    exe = _program(Path(source), nvcc, cmd_flags(flags, arch), out_dir)[1]
     return exe if exe.is_file() else None
 
 

@@ -215,7 +215,7 @@ def compile_one(tk: dict, arch: str | list[str], name: str, text: str, timeout: 
     build/cuda/bin, keyed by the text, header, flags and the nvcc program): a program make test or make colab-test
     already built for the recorded GPU is the same build, and is not built again."""
     archs = [arch] if isinstance(arch, str) else list(arch)
-    flags = [*cuda.BASE_FLAGS, *arch_flags(archs), f"-I{cuda.INCLUDE}", *tk["flags"]]
+    flags = cuda.cmd_flags(tk["flags"], arch_flags(archs))
     key = hashlib.sha256("\0".join([text, cuda.headers_text(), tk["nvcc"], tk["version"], *flags]).encode()).hexdigest()[:20]
     cached = BUILD / "cache" / f"{key}.json"
     if cached.is_file():

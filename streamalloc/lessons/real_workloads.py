@@ -317,8 +317,7 @@ def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
     if below and timed is not done:
         text += ("Left out of the ranking, below its loop's floor: "
                  + ", ".join(f"{r['allocator']} ({cost[r['allocator']]:.0f} µs)" for r in below)
-                 + "; there the spread of the loop's timing (or the gap to a floor timed in another process) is larger "
-                   "than what the allocator costs. ")
+                 + "; there the spread of the loop's timing is larger than what the allocator costs. ")
     if fits is fastest:
         text += f"The cheapest is also within {slack:g}× of the smallest footprint: it fits this trace. "
     else:
