@@ -109,7 +109,12 @@ class Lesson:
         lines.append(f"  this machine: {here}; nvcc {self.here.nvcc or 'not found'}; "
                      f"CuPy {self.here.cupy or 'not installed'}")
         if not self.live:
-            if self.reference_gpu:
+            elsewhere = self._sets_with(2) if self.reference_gpu and not (
+                replay.root() / self.reference_gpu / self.name).is_dir() else []
+            if elsewhere:  # a lesson whose programs need more GPUs than the reference set's machine had (05b)
+                lines.append("  measurements are replayed from: "
+                             f"{label(replay.machine(elsewhere[0], self.name), False)}, a machine with more GPUs")
+            elif self.reference_gpu:
                 lines.append(f"  measurements are replayed from: {self.label}")
             else:
                 lines.append("  this copy of the course has no recordings to replay (recordings/ is missing or empty): "

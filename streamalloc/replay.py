@@ -206,6 +206,13 @@ def available() -> list[str]:
     return sorted(p.parent.name for p in r.glob("*/machine.json")) if r.is_dir() else []
 
 
+def supplement(set_name: str) -> bool:
+    """A set recorded only for the lessons whose programs need more GPUs than the reference machines have
+    (`tools/record_reference.sh gpus2` names it `<gpu>-x<N>`): replay reads it for those programs alone, never as the
+    reference."""
+    return re.search(r"-x\d+$", set_name) is not None
+
+
 def reference() -> str | None:
     """The set to replay: $STREAMALLOC_REFERENCE, else DEFAULT_REFERENCE, else the only one there is."""
     want = os.environ.get("STREAMALLOC_REFERENCE")
@@ -217,7 +224,8 @@ def reference() -> str | None:
         return want
     if DEFAULT_REFERENCE in have:
         return DEFAULT_REFERENCE
-    return have[0] if len(have) == 1 else None
+    full = [s for s in have if not supplement(s)]
+    return full[0] if len(full) == 1 else None
 
 
 def record_to(m: Machine) -> str:

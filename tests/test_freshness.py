@@ -4,7 +4,9 @@ Cheap: nothing is executed. For each `%%writefile {lesson.build}/X.cu` cell of n
 program's meaning (replay.program_meaning: source without comments, with the course headers it includes) is
 hashed, and some run recorded for that lesson in every set of recordings/ must carry that `program_sha`. A
 program whose only use is a cell that expects a CompileError is not run, so it has no recording. A program run
-with `gpus=N` (N > 1) is due only in sets recorded on a machine with at least N GPUs (runs record "gpus").
+with `gpus=N` (N > 1) is due only in sets recorded on a machine with at least N GPUs (runs record "gpus"), and
+some set must hold it; a supplement (`replay.supplement`: `<gpu>-x<N>`, recorded by
+`tools/record_reference.sh gpus2` for those programs alone) owes only the programs that need more than one GPU.
 """
 import json
 import re
@@ -65,6 +67,8 @@ def stale(path: Path, set_dir: Path, where: Path) -> list[str]:
     for name, file in run.items():
         if gpus[name] > set_gpus:  # this set was recorded on fewer GPUs than the program needs
             continue
+        if gpus[name] == 1 and replay.supplement(set_dir.name):  # recorded for the multi-GPU programs alone
+            continue
         if replay.source_hash(replay.program_meaning(file)) not in recorded:
             out.append(f"{set_dir.name}: no recording under {set_dir.name}/{lesson}/ ran {name} as "
                        f"{path.parent.name}/{path.name} writes it now: {replay.RERECORD}")
@@ -80,6 +84,35 @@ def test_the_default_reference_set_is_there():
 def test_every_program_has_a_fresh_recording(path, set_name, tmp_path):
     assert set_name != "(none)", "recordings/ holds no reference set"
     assert stale(path, replay.root() / set_name, tmp_path) == []
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if "gpus=" in p.read_text()], ids=lambda p: p.name)
+def test_every_program_that_needs_more_gpus_is_recorded_on_that_many(path, tmp_path):
+    """A program run with gpus=N must be fresh in some set recorded on N GPUs or more, not only skipped by every
+    set recorded on one."""
+    lesson, run, gpus = programs(path, tmp_path)
+    many = {name for name in run if gpus[name] > 1}
+    assert many, f"{path.name} mentions gpus= but runs no program with gpus=N > 1"
+    holders = []
+    for set_name in replay.available():
+        runs = [r for f in (replay.root() / set_name / lesson).glob("*.json") if f.name != "machine.json"
+                for r in replay.read_runs(f).values()]
+        shas = {r.get("program_sha") for r in runs}
+        if all(replay.source_hash(replay.program_meaning(run[n])) in shas and
+               any(r.get("gpus", 1) >= gpus[n] for r in runs) for n in many):
+            holders.append(set_name)
+    assert holders, (f"no set of recordings holds {', '.join(sorted(many))} of {path.name} as written now, recorded on "
+                     f"enough GPUs: run `tools/record_reference.sh gpus2` on a machine with two GPUs")
+
+
+def test_a_supplement_is_never_the_reference(tmp_path, monkeypatch):
+    for name in ("nvidia-h100-80gb-hbm3", "nvidia-h200-x2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "machine.json").write_text("{}")
+    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(tmp_path))
+    monkeypatch.setattr(replay, "DEFAULT_REFERENCE", "no-such-set")
+    assert replay.supplement("nvidia-h200-x2") and not replay.supplement("nvidia-h100-80gb-hbm3-cuda12")
+    assert replay.reference() == "nvidia-h100-80gb-hbm3"
 
 
 def test_the_freshness_check_follows_meaning(tmp_path, recordings):

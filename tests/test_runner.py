@@ -173,6 +173,10 @@ def test_a_lesson_that_needs_two_gpus_is_not_measured_not_passed(tmp_path, monke
     'not measured: needs 2 GPUs', not 'passed'; a NotYetRecorded error says the same."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
     monkeypatch.setenv("PYTHONPATH", str(runner.REPO))  # the kernels start beside the notebooks, outside the course
+    one_gpu = tmp_path / "recordings" / "nvidia-test-gpu"  # a copy of the course whose recordings hold no 2-GPU run
+    one_gpu.mkdir(parents=True)
+    (one_gpu / "machine.json").write_text('{"gpu": "NVIDIA Test GPU"}')
+    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(one_gpu.parent))
     unmeasured = notebook(tmp_path / "05b_two_gpus.ipynb", [
         ("import streamalloc as sa\nlesson = sa.start('05b_two_gpus', quiet=True)\n"
          "assert lesson.machine_with(gpus=2) is None", [])])

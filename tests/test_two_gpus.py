@@ -246,3 +246,18 @@ def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch
     assert "with another device current: cudaErrorInvalidResourceHandle" in text
     assert "node API with device 1 in accessDescs: all" in text and "capture before it: cudaErrorIllegalAddress" in text
     assert "one captured before it: cudaErrorIllegalAddress" in text
+
+
+def test_the_grant_sentence_says_what_the_data_did():
+    """Flat (as the H200 recording is: 11-18 ms from 2 MiB to 8 GiB) or growing: the sentence says which."""
+    from streamalloc.lessons import two_gpus as T
+    from streamalloc.measure import Records
+
+    def grants(cost_of):
+        return Records([{"part": "set_access", "size": s, "reserved": max(s, 32 * MiB), "grant_us": [cost_of(s)] * 3}
+                        for s in [0] + [2 * MiB * 4**k for k in range(7)]])
+    flat = T.grant_text(T.grant_findings(grants(lambda s: 900.0 if s == 0 else 15000.0)))
+    assert "about the same whatever the pool holds, 17x or more what it costs on an empty pool" in flat
+    assert "from 2 MiB (32 MiB reserved) to 8 GiB" in flat
+    growing = T.grant_text(T.grant_findings(grants(lambda s: 10.0 + s / MiB)))
+    assert "it grew from 12 to 8202 µs" in growing and "about the same" not in growing

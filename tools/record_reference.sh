@@ -13,6 +13,10 @@
 #       runs), and the run is `make preflight`'s: the report in build/preflight/ compares it with the default
 #       reference.
 #
+#   tools/record_reference.sh gpus2
+#       recordings/<gpu>-x<N>/ (a supplement, replay.supplement): on a machine with N >= 2 GPUs, only the
+#       notebooks whose programs need two (lesson.run(..., gpus=2): 05b). A one-GPU machine replays them from it.
+#
 # Commit what it writes under recordings/ (and, for cuda12, a copy of build/preflight/report.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +35,12 @@ case "${1:-}" in
     sleep 20  # hold_memory prints one line once it holds the memory
     STREAMALLOC_ARCH=compute_75 STREAMALLOC_RECORD=1 STREAMALLOC_RECORD_TO="$gpu-cuda12" \
       "$PY" -m streamalloc preflight notebooks solutions --no-progress ;;
+  gpus2)
+    gpu=$("$PY" -c 'from streamalloc import gpu, replay; print(replay.slug(gpu.probe().gpu or "no-gpu"))')
+    n=$("$PY" -c 'import cupy; print(cupy.cuda.runtime.getDeviceCount())' 2>/dev/null || echo 0)
+    [ "$n" -ge 2 ] || { echo "gpus2 needs a machine with two GPUs or more; this one has $n" >&2; exit 2; }
+    mapfile -t notebooks < <(grep -l 'gpus=2' notebooks/*.ipynb)
+    STREAMALLOC_RECORD_TO="$gpu-x$n" exec "$PY" -m streamalloc record --no-progress "${notebooks[@]}" ;;
   *)
-    echo "usage: $0 cuda13 | $0 cuda12 CUDA12_HOME SITE12" >&2; exit 2 ;;
+    echo "usage: $0 cuda13 | $0 cuda12 CUDA12_HOME SITE12 | $0 gpus2" >&2; exit 2 ;;
 esac
