@@ -61,6 +61,9 @@ def build_root() -> Path:
     return Path(os.environ.get("STREAMALLOC_BUILD") or REPO / "build")
 
 
+REPLAYED_HERE = "replayed, not run live: "  # how a lesson tells the runner it showed a recording on a live machine
+
+
 class Lesson:
     def __init__(self, name: str, quiet: bool = False):
         self.name = name
@@ -266,11 +269,13 @@ class Lesson:
         if self.live and self.gpus_here >= gpus:
             return self.here
         sets = self._sets_with(gpus)
-        if not sets:  # the runner, where it ran this notebook, says "not measured: needs N GPUs"
-            note = os.environ.get("STREAMALLOC_NOT_MEASURED")
-            if note:
-                Path(note).write_text(f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a "
-                                      "recording\n")
+        note = os.environ.get("STREAMALLOC_NOT_MEASURED")
+        if note and not sets:  # the runner, where it ran this notebook, says "not measured: needs N GPUs"
+            Path(note).write_text(f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a "
+                                  "recording\n")
+        elif note and self.live:  # live, but too few GPUs: the runner says the row was replayed, not run live
+            Path(note).write_text(f"{REPLAYED_HERE}needs {gpus} GPUs, this machine has {self.gpus_here}: the numbers are "
+                                  f"the recording's ({label(replay.machine(sets[0], self.name), False)})\n")
         return replay.machine(sets[0], self.name) if sets else None
 
     def _replayed_with(self, gpus: int, name, key_source, args) -> Result:

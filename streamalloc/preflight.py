@@ -198,13 +198,16 @@ def verdict(live: bool, reason: str, live_rows, replay_rows, figures) -> tuple[b
             problems.append(f"{len(unpaired)} key figure(s) could not be compared: {', '.join(unpaired)}")
     if problems:
         return False, "not ready: " + "; ".join(problems) + "."
-    passed = [r for r in live_rows if r["result"] == "passed"]
+    passed = [r for r in live_rows if r["result"] == "passed" and r["mode"] == "live"]
+    shown = [r for r in live_rows if r["result"] == "passed" and r["mode"] != "live"]  # too few GPUs here (05b)
     seconds = sum(r["seconds"] for r in live_rows)
     paired = sum(f["in_band"] is True for f in figures)
     figs = (f"all {paired} key figures within their bands of the reference" if paired
             else "no lesson records key figures, so no figure was compared with the reference")
     ran = (f"all {len(passed)} notebooks ran live and passed" if len(passed) == len(live_rows) else
            f"{len(passed)} of {len(live_rows)} notebooks ran live and passed")
+    ran += "".join(f"; {r['notebook']} passed on a recording, not live ({r['note'] or 'it needs more GPUs'})"
+                   for r in shown)
     unmeasured = "".join(f"; {runner.NOT_MEASURED}: {r['notebook']} ({r['error'] or 'needs more GPUs'})"
                          for r in live_rows if r["result"] == runner.NOT_MEASURED)
     return True, f"ready: {ran} ({seconds:.0f} s in all); {figs}{unmeasured}."

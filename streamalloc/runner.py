@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import cuda, gpu
 from .errors import CourseError, check_settings
+from .lesson import REPLAYED_HERE
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("notebooks", "solutions", "labs")
@@ -291,15 +292,19 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
                 kernels.done(interrupt=True)
                 raise
             not_measured = kernels.done()
+            replayed = not_measured if not_measured.startswith(REPLAYED_HERE) else ""  # live, too few GPUs (05b)
+            not_measured = "" if replayed else not_measured
             solved = edited_lab(nb)  # the learner's work: its check raising nothing means solved, not failed
             if not error and out.is_file():
                 error, note = notebook_findings(out, solved_ok=solved)
+            if replayed:
+                note = "; ".join(n for n in (replayed, note) if n)
             result = "failed" if error else "passed"
             if not_measured and (not error or ": NotYetRecorded: " in error):
                 result, error = NOT_MEASURED, not_measured
             elif ": NotYetRecorded: " in error:
                 result = NOT_MEASURED
-            rows.append({"notebook": str(rel), "mode": mode.name, "result": result,
+            rows.append({"notebook": str(rel), "mode": "replay" if replayed else mode.name, "result": result,
                          "seconds": round(time.perf_counter() - t0, 1), "error": error, "note": note})
             said = (": " + error) if error else (" (with something not checked here: the summary says what)" if note else "")
             shown = "solved" if solved and result == "passed" else result

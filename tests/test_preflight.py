@@ -183,6 +183,18 @@ def test_a_lesson_that_needs_two_gpus_is_reported_not_measured_not_passed(tmp_pa
     assert "| notebooks/05b_two_gpus.ipynb | not measured |" in (tmp_path / "report.md").read_text()
 
 
+def test_a_lesson_shown_from_a_recording_is_not_counted_as_run_live(tmp_path):
+    """05b on a one-GPU machine passes on its two-GPU recording: the verdict says so, never that it ran live."""
+    canned(tmp_path, figures_live=REF, figures_ref=REF)
+    rows = json.loads((tmp_path / "live" / "summary.json").read_text())
+    rows.append({"notebook": "notebooks/05b_two_gpus.ipynb", "mode": "replay", "result": "passed", "seconds": 4.0,
+                 "error": "", "note": lesson_mod.REPLAYED_HERE + "needs 2 GPUs, this machine has 1"})
+    (tmp_path / "live" / "summary.json").write_text(json.dumps(rows))
+    ready, line = preflight.write_report(tmp_path)
+    assert ready and "3 of 4 notebooks ran live and passed" in line and "all 4" not in line, line
+    assert "notebooks/05b_two_gpus.ipynb passed on a recording, not live (replayed, not run live: needs 2 GPUs" in line
+
+
 def test_a_pass_leaves_the_callers_environment_as_it_was(tmp_path, monkeypatch):
     import os
     seen = []

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from streamalloc import cli, runner
+from streamalloc import cli, lesson, runner
 
 
 def notebook(path, cells):
@@ -188,6 +188,18 @@ def test_a_lesson_that_needs_two_gpus_is_not_measured_not_passed(tmp_path, monke
     md = (tmp_path / "out" / "summary.md").read_text()
     assert "0 passed, 0 failed, 2 not measured (" in md and "needs 2 GPUs" in md
     assert cli.succeeded(rows) and not cli.succeeded([*rows, {**rows[0], "result": "failed"}])
+
+
+def test_a_lesson_shown_from_a_recording_on_a_live_machine_is_a_replay_row(tmp_path, monkeypatch):
+    """Live on one GPU, 05b replays its two-GPU recording: its row says replay, and why, never live."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    said = lesson.REPLAYED_HERE + "needs 2 GPUs, this machine has 1: the numbers are the recording's (NVIDIA H200)"
+    nb = notebook(tmp_path / "05b_two_gpus.ipynb", [
+        (f"import os, pathlib\npathlib.Path(os.environ['STREAMALLOC_NOT_MEASURED']).write_text({said!r})", [])])
+    rows = runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False)
+    assert rows[0]["result"] == "passed" and rows[0]["mode"] == "replay", rows
+    assert rows[0]["note"].startswith(lesson.REPLAYED_HERE), rows
+    assert "Not checked here" in (tmp_path / "out" / "summary.md").read_text()
 
 
 def test_a_compile_error_demo_without_nvcc_passes_and_says_once_what_it_could_not_compile(tmp_path):

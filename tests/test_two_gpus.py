@@ -101,6 +101,21 @@ def test_live_with_one_gpu_replays_and_never_runs(setup, monkeypatch):
     assert calls == [] and res.replayed and "needs 2 GPUs; replayed from" in res.label
 
 
+def test_live_with_one_gpu_the_runner_is_told_it_replayed(setup, monkeypatch, tmp_path):
+    """Live on one GPU, 05b shows the two-GPU recording: the runner's row must say replayed, not live (and a
+    copy with no such recording says not measured)."""
+    note = tmp_path / "note"
+    monkeypatch.setenv("STREAMALLOC_NOT_MEASURED", str(note))
+    les = start()
+    live(les, 1, H100, monkeypatch)
+    assert les.machine_with(2) is None and note.read_text().startswith("needs 2 GPUs: this lesson has not yet run")
+    record_on_two(setup)
+    assert les.machine_with(2).gpu == "NVIDIA H200"
+    said = note.read_text()
+    assert said.startswith(lesson.REPLAYED_HERE) and "needs 2 GPUs, this machine has 1" in said, said
+    assert "NVIDIA H200, replayed from a recording of 2026-02-02" in said
+
+
 def test_live_with_two_gpus_runs_and_the_recorder_notes_the_count(setup, monkeypatch):
     monkeypatch.setenv("STREAMALLOC_RECORD", "1")
     les = start()
@@ -241,11 +256,13 @@ def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch
     assert images == 1  # the access-cost figure
     assert "2x NVIDIA H200, needs 2 GPUs; replayed from a recording of 2026-02-02" in text
     assert "returned memory of device 1" in text and "ended in cudaErrorIllegalAddress" in text
-    assert "a pool miss mapped for device 1 took 2.0" in text
+    assert "a pool miss mapped for device 1 took 2.0" in text and "after the other pool's" in text
+    assert "both orders agree: the mapped pool's miss was slower" in text
     assert f"without the event {N} elements were overwritten" in text
     assert "with another device current: cudaErrorInvalidResourceHandle" in text
-    assert "node API with device 1 in accessDescs: all" in text and "capture before it: cudaErrorIllegalAddress" in text
-    assert "one captured before it: cudaErrorIllegalAddress" in text
+    assert "node API with device 1 in accessDescs: all" in text
+    assert "access set after the capture: cudaErrorIllegalAddress" in text
+    assert "with the access set after the capture: cudaErrorIllegalAddress" in text
 
 
 def test_the_grant_sentence_says_what_the_data_did():
@@ -257,7 +274,25 @@ def test_the_grant_sentence_says_what_the_data_did():
         return Records([{"part": "set_access", "size": s, "reserved": max(s, 32 * MiB), "grant_us": [cost_of(s)] * 3}
                         for s in [0] + [2 * MiB * 4**k for k in range(7)]])
     flat = T.grant_text(T.grant_findings(grants(lambda s: 900.0 if s == 0 else 15000.0)))
-    assert "about the same whatever the pool holds, 17x or more what it costs on an empty pool" in flat
-    assert "from 2 MiB (32 MiB reserved) to 8 GiB" in flat
+    assert "so here the grant does not grow with the pool, 17x or more what it costs on an empty pool" in flat
+    assert "(32 MiB to 8 GiB reserved)" in flat and "256x range of reserves" in flat
     growing = T.grant_text(T.grant_findings(grants(lambda s: 10.0 + s / MiB)))
-    assert "it grew from 12 to 8202 µs" in growing and "about the same" not in growing
+    # 2, 8 and 32 MiB share a 32 MiB reserve: their samples are pooled (median 18), then 128 MiB ... 8 GiB
+    assert "it grew from 18 to 8202 µs" in growing and "does not grow" not in growing
+
+
+def test_the_miss_table_splits_by_what_went_before():
+    """access_cost.cu's order: at even repeats device 0's miss follows its own pool's, at odd ones the mapped one's."""
+    from streamalloc.lessons import two_gpus as T
+    from streamalloc.measure import Records
+
+    plain = [100.0, 80.0, 100.0, 80.0, 100.0]   # faster right after the mapped pool's miss (odd repeats)
+    mapped = [120.0, 110.0, 120.0, 110.0, 120.0]
+    rows = T.miss_rows(Records([{"part": "miss", "size": 8 * GiB, "peer_mapped": False, "us": plain},
+                                {"part": "miss", "size": 8 * GiB, "peer_mapped": True, "us": mapped}]))
+    own, other = T.miss_ratios(rows[0])
+    assert (own, other) == (110.0 / 100.0, 120.0 / 80.0)
+    assert "at 8 GiB both orders agree: the mapped pool's miss was slower" in T.miss_text(rows)
+    flat_own = T.miss_rows(Records([{"part": "miss", "size": 8 * GiB, "peer_mapped": m, "us": u} for m, u in
+                                    ((False, [100.0, 80.0, 100.0]), (True, [110.0, 102.0, 110.0]))]))
+    assert "the orders disagree (within 5% like with like, slower after the other pool's miss)" in T.miss_text(flat_own)

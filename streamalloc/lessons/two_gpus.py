@@ -21,8 +21,9 @@ def where_from(lesson, two) -> str:
                 "with two GPUs every cell runs live.")
     if lesson.live and two is lesson.here:
         return f"Live on {lesson.gpus_here} GPUs: {two.describe()}"
-    return (f"This machine cannot run these programs ({lesson.mode.name} mode, {lesson.gpus_here} GPU(s) here): "
-            f"the numbers below are replayed from a recording made on two GPUs, {two.gpu}, on {two.date}.")
+    why = (f"live, but this machine has {lesson.gpus_here} GPU" if lesson.live
+           else f"replay mode, because {lesson.mode.reason}")
+    return f"{why}: the numbers below are replayed from a recording made on two GPUs, {two.gpu}, on {two.date}."
 
 
 def not_measured(lesson, program) -> str:
@@ -83,16 +84,28 @@ def pool_access_text(peer) -> str:
 
 # -- 3. what access costs ---------------------------------------------------------------------------------
 
+def by_reserve(grants) -> list[dict]:
+    """The grants of pools holding memory, pooled by what the pool reserved (several allocation sizes may share
+    one reserve): {"reserved", "sizes", "grant_us", "revoke_us"}, smallest reserve first."""
+    out: dict[int, dict] = {}
+    for r in grants:
+        if r["size"] > 0:
+            g = out.setdefault(r["reserved"], {"reserved": r["reserved"], "sizes": [], "grant_us": [], "revoke_us": []})
+            g["sizes"].append(r["size"])
+            g["grant_us"] += r["grant_us"]
+            g["revoke_us"] += r.get("revoke_us", [])
+    return [out[k] for k in sorted(out)]
+
+
 def access_cost_figure(cost):
-    """Left: cudaMemPoolSetAccess's host time against what the pool holds; right: a pool miss, mapped or not."""
+    """Left: cudaMemPoolSetAccess's host time against the pool's reserved memory; right: a pool miss, mapped or not."""
     grants, misses = cost.records.where(part="set_access"), cost.records.where(part="miss")
     fig, (ax1, ax2) = plots.figure("Device 1's access to a pool of device 0", cost.label, ncols=2)
-    held = [r for r in grants if r["size"] > 0]
-    plots.series(ax1, [r["size"] for r in held], [summary(r["grant_us"]) for r in held], "grant (read-write)")
-    if all(r["revoke_us"] for r in held):
-        plots.series(ax1, [r["size"] for r in held], [summary(r["revoke_us"]) for r in held], "revoke (none)")
-    ax1.set(title="cudaMemPoolSetAccess", xlabel="allocation the pool holds (its reserve in the table)",
-            ylabel="host time (µs)", yscale="log")
+    held = by_reserve(grants)
+    plots.series(ax1, [g["reserved"] for g in held], [summary(g["grant_us"]) for g in held], "grant (read-write)")
+    if all(g["revoke_us"] for g in held):
+        plots.series(ax1, [g["reserved"] for g in held], [summary(g["revoke_us"]) for g in held], "revoke (none)")
+    ax1.set(title="cudaMemPoolSetAccess", xlabel="pool's reserved memory", ylabel="host time (µs)", yscale="log")
     plots.bytes_axis(ax1)
     for mapped, name in ((False, "device 0 only"), (True, "also mapped for device 1")):
         rs = misses.where(peer_mapped=mapped)
@@ -112,43 +125,74 @@ def grant_table(grants, label):
 
 
 def miss_rows(misses) -> list[dict]:
+    """Median miss times per allocation size, split by what went just before. access_cost.cu's pools take turns:
+    an untimed round (mapped, then device 0 only), then at every even repeat device 0's pool first, at every odd
+    one the mapped pool first. So at an even repeat device 0's miss follows one of its own pool and the mapped
+    pool's follows device 0's; at an odd repeat the other way round."""
     rows = []
     for size in sorted({r["size"] for r in misses}):
-        plain, mapped = (med(misses.one(size=size, peer_mapped=m)["us"]) for m in (False, True))
-        rows.append({"allocation": nbytes(size), "device 0 only, µs": plain, "mapped for device 1, µs": mapped,
-                     "ratio": mapped / plain})
+        plain, mapped = (misses.one(size=size, peer_mapped=m)["us"] for m in (False, True))
+        own = (med(plain[0::2]), med(mapped[1::2]))    # each after a miss of its own pool
+        other = (med(plain[1::2]), med(mapped[0::2]))  # each after a miss of the other pool
+        rows.append({"allocation": nbytes(size),
+                     "after its own: device 0 only, µs": own[0], "after its own: mapped, µs": own[1],
+                     "after its own: ratio": own[1] / own[0],
+                     "after the other's: device 0 only, µs": other[0], "after the other's: mapped, µs": other[1],
+                     "after the other's: ratio": other[1] / other[0]})
     return rows
 
 
+def miss_table(rows, label):
+    return plots.Table(rows, label, title="A pool miss, median host time, by the miss that went just before it")
+
+
+def miss_ratios(row) -> tuple[float, float]:
+    """(mapped / device 0 only after each pool's own miss, the same after the other pool's)."""
+    return row["after its own: ratio"], row["after the other's: ratio"]
+
+
 def grant_findings(grants) -> dict:
-    """The grant on an empty pool, and the smallest and largest median over pools that hold memory."""
-    held = sorted((r for r in grants if r["size"] > 0), key=lambda r: r["size"])
-    medians = [med(r["grant_us"]) for r in held]
+    """The grant on an empty pool; over pools holding memory, by reserve: the smallest and largest median, and
+    where each was."""
+    held = by_reserve(grants)
+    medians = [med(g["grant_us"]) for g in held]
+    lo, hi = medians.index(min(medians)), medians.index(max(medians))
     return {"empty_us": med(grants.one(size=0)["grant_us"]), "first": held[0], "last": held[-1],
-            "low_us": min(medians), "high_us": max(medians),
+            "low_us": medians[lo], "low_at": held[lo]["reserved"], "high_us": medians[hi], "high_at": held[hi]["reserved"],
             "first_us": medians[0], "last_us": medians[-1]}
 
 
 def grant_text(g) -> str:
-    """What the grant's cost did as the pool grew: said from the data, whichever way it went."""
-    span = g["last"]["size"] / g["first"]["size"]
-    head = (f"Granting device 1 access to an empty pool took {g['empty_us']:.0f} µs; to a pool holding memory, "
-            f"{g['low_us']:.0f} to {g['high_us']:.0f} µs (medians) for allocations from {nbytes(g['first']['size'])} "
-            f"({nbytes(g['first']['reserved'])} reserved) to {nbytes(g['last']['size'])}")
+    """What the grant's cost did as the pool's reserve grew: said from the data, whichever way it went."""
+    span = g["last"]["reserved"] / g["first"]["reserved"]
+    head = (f"Granting device 1 access to an empty pool took {g['empty_us']:.0f} µs; to a pool holding memory "
+            f"({nbytes(g['first']['reserved'])} to {nbytes(g['last']['reserved'])} reserved), {g['low_us']:.0f} µs "
+            f"(at {nbytes(g['low_at'])}) to {g['high_us']:.0f} µs (at {nbytes(g['high_at'])}), medians")
     if g["high_us"] < 2 * g["low_us"]:
-        versus = (f", {g['low_us'] / g['empty_us']:.0f}x or more what it costs on an empty pool" if g["low_us"] > 2 * g["empty_us"]
-                  else "")
-        return (head + f": within 2x across a {span:.0f}x range of sizes, so here the grant costs about the same "
-                f"whatever the pool holds{versus}.")
+        versus = (f", {g['low_us'] / g['empty_us']:.0f}x or more what it costs on an empty pool"
+                  if g["low_us"] > 2 * g["empty_us"] else "")
+        return (head + f": within 2x across a {span:.0f}x range of reserves, so here the grant does not grow with the "
+                f"pool{versus}.")
     trend = "grew" if g["last_us"] > g["first_us"] else "fell"
-    return head + f": it {trend} from {g['first_us']:.0f} to {g['last_us']:.0f} µs across a {span:.0f}x range of sizes."
+    return head + f": it {trend} from {g['first_us']:.0f} to {g['last_us']:.0f} µs across a {span:.0f}x range of reserves."
 
 
 def miss_text(rows) -> str:
-    last = rows[-1]
-    return (f"A miss in a pool mapped for device 1 took {last['ratio']:.2f}x as long as in one that is not, at "
-            f"{last['allocation']}; at {rows[0]['allocation']}, {rows[0]['ratio']:.2f}x (this driver's figures, not a "
-            "promise of the guide).")
+    """What a peer mapping added to a miss, like with like (each miss after one of its own pool) and in the other
+    order, and whether the two orders agree."""
+    def said(r):
+        return "slower" if r > 1.05 else "faster" if r < 0.95 else "within 5%"
+    parts = [f"at {row['allocation']}, {miss_ratios(row)[0]:.2f}x after its own pool's miss and {miss_ratios(row)[1]:.2f}x "
+             "after the other's" for row in (rows[0], rows[-1])]
+    own, other = miss_ratios(rows[-1])
+    if said(own) == said(other):
+        verdict = f"at {rows[-1]['allocation']} both orders agree: the mapped pool's miss was {said(own)}"
+    else:
+        verdict = (f"at {rows[-1]['allocation']} the orders disagree ({said(own)} like with like, {said(other)} after the "
+                   "other pool's miss): the miss before changes the next one's time, so the like-with-like figure is the "
+                   "fairer measure of the mapping")
+    return ("A miss in the pool mapped for device 1, against the unmapped pool's: " + "; ".join(parts) + f". So {verdict} "
+            "(this driver's figures, not a promise of the guide).")
 
 
 # -- 4. a free after another GPU's use --------------------------------------------------------------------
@@ -190,8 +234,8 @@ def graph_table(graph_reads, label):
 
 
 def graph_text(node, before, after_capture) -> str:
-    return (f"node API with device 1 in accessDescs: all {node['elements']} values read; capture after "
-            f"cudaMemPoolSetAccess: all {before['elements']} read; capture before it: {after_capture['error']}"
+    return (f"node API with device 1 in accessDescs: all {node['elements']} values read; access set before the "
+            f"capture: all {before['elements']} read; access set after the capture: {after_capture['error']}"
             + (f", {after_capture['wrong']} wrong" if "wrong" in after_capture else "")
             + " (this driver: §16.7.2 says the graph maps for device 0 only, and relying on any extra mapping is an error).")
 
@@ -210,17 +254,18 @@ def conclusion(label, f: dict) -> str:
                 f"'{f['acc']['device1']}' access, and device 1's read of pool memory ended in {f['bad']['error']}; after "
                 f"cudaMemPoolSetAccess ('{f['after']['device1']}'), device 1 read blocks allocated before and after the call.",
                 f"- Access costs: cudaMemPoolSetAccess took {g['empty_us']:.0f} µs on an empty pool and {g['low_us']:.0f} to "
-                f"{g['high_us']:.0f} µs on pools holding {nbytes(g['first']['size'])} to {nbytes(g['last']['size'])} (set "
-                f"it once, as 15.10 advises); a pool miss mapped for device 1 took {last['ratio']:.2f}x the time of an "
-                f"unmapped one at {last['allocation']}."]
+                f"{g['high_us']:.0f} µs on pools with {nbytes(g['first']['reserved'])} to {nbytes(g['last']['reserved'])} "
+                f"reserved (15.10 advises setting it once); at {last['allocation']} a pool miss mapped for device 1 took "
+                f"{miss_ratios(last)[0]:.2f}x the time of an unmapped one after its own pool's miss, "
+                f"{miss_ratios(last)[1]:.2f}x after the other pool's."]
     if "ev" in f:
         out.append(f"- A free ordered after device 1's use by an event left the next allocation intact ({f['ev']['wrong']} "
                    f"wrong); without the event {f['no_ev']['wrong']} elements were overwritten; a free on device 1's stream "
                    f"returned {f['ps']['free_error']}.")
     if "node" in f:
         out.append(f"- Graph allocations (16.7): device 1 read one made with accessDescs ({f['node']['error']}) and one "
-                   f"captured after cudaMemPoolSetAccess ({f['before']['error']}); one captured before it: "
-                   f"{f['after_capture']['error']}.")
+                   f"captured with the pool's access set before the capture ({f['before']['error']}); with the access set "
+                   f"after the capture: {f['after_capture']['error']}.")
     out.append(f"- Copies (15.13.1): with the stream's device current {f['right']['wrong']} wrong, cudaMemcpyPeerAsync "
                f"from the other device {f['peer_copy']['wrong']} wrong; with another device current: {f['other']['error']}.")
     return "\n".join(out)
