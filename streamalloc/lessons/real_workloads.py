@@ -266,7 +266,9 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
         out.append({"allocator": r["allocator"], "µs per step": num(step_us(r)),
                     "µs above its loop's floor": num(own_us(r, results)),
                     "peak reserved MiB": num(mib(r["peak_reserved"])),
-                    "peak in use MiB": round(mib(r["peak_in_use"]), 1),
+                    # a floor has no allocator: what its library says is in use is its one buffer (PyTorch) or the
+                    # trace's live bytes (CuPy, CUDA), not comparable with the allocators' rows
+                    "peak in use MiB": "–" if is_floor(r) else round(mib(r["peak_in_use"]), 1),
                     "reserved / trace peak": round(r["peak_reserved"] / peak, 2) if peak else None,
                     "held after a step, MiB": num(mib(max(r["held"], default=0))),
                     "grew / shrank (cold)": f"{r['grows']} / {r['shrinks']}",
