@@ -23,6 +23,8 @@ def main(argv=None) -> int:
     r.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/, solutions/, labs/)")
     r.add_argument("--kernel", default="python3")
     r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--jobs", type=int, default=0, help="in replay, how many notebooks run at once (default 0: one "
+                                                      "per core, at most 8); live, always one")
     rec = sub.add_parser("record", help="on a GPU: run notebooks and solutions live and write recordings/<set>/ "
                                         "($STREAMALLOC_RECORD_TO, else the GPU's name)")
     rec.add_argument("paths", nargs="*")
@@ -53,7 +55,7 @@ def _command(a) -> int:
         return 0
     if a.command == "run":
         try:
-            rows = runner.run(a.paths, kernel=a.kernel, progress=not a.no_progress)
+            rows = runner.run(a.paths, kernel=a.kernel, progress=not a.no_progress, jobs=a.jobs)
         except runner.NoNotebooks as e:
             print(f"python -m streamalloc run: {e}", file=sys.stderr)
             return 2

@@ -51,7 +51,7 @@ def compared(nbs: list[Path]) -> list[Path]:
 
 
 def run_pass(mode: str, out: Path, paths=(), kernel: str = "python3", progress: bool = True,
-             env: dict | None = None) -> list[dict]:
+             env: dict | None = None, jobs: int = 1) -> list[dict]:
     """Run the notebooks in one mode; their key figures go to out/key_figures/<mode>/ (the labs' elsewhere:
     an unsolved lab shares its lesson name with its solution, and would overwrite the solution's figures).
     `paths` may be a list of notebooks; `env`, more of the kernels' environment."""
@@ -63,7 +63,7 @@ def run_pass(mode: str, out: Path, paths=(), kernel: str = "python3", progress: 
         if group:
             rows += runner.run(group, out_dir=out / mode / "executed", kernel=kernel, progress=progress,
                                extra_env={"STREAMALLOC_MODE": mode, "STREAMALLOC_KEY_FIGURES": str(figures),
-                                          **(env or {})})
+                                          **(env or {})}, jobs=jobs)
     with contextlib.redirect_stdout(io.StringIO()):  # one summary of both groups, not printed a third time
         runner.write_summary(rows, out / mode)
     return rows
@@ -89,11 +89,13 @@ def preflight(paths=(), out: Path = OUT, kernel: str = "python3", progress: bool
         # built them (-arch=native: the live pass's builds, found in build/cuda/bin, not built again), since a
         # replay's output comes from the recording whatever the architecture its program was compiled for
         print("Preflight, pass 2 of 2: the lessons (notebooks/) in REPLAY, for the reference's figures", flush=True)
-        run_pass("replay", out, compared(nbs), kernel, progress, env={"STREAMALLOC_ARCH": "native"})
+        # after the live pass, so nothing it times shares the CPU; several notebooks at once (nothing is timed)
+        run_pass("replay", out, compared(nbs), kernel, progress, env={"STREAMALLOC_ARCH": "native"},
+                 jobs=0)
     else:
         print(f"Preflight: no live run, because {mode.reason}. Only the reference is shown.", flush=True)
         print("Preflight, pass 1 of 1: the same notebooks in REPLAY, for the reference's figures", flush=True)
-        run_pass("replay", out, nbs, kernel, progress)
+        run_pass("replay", out, nbs, kernel, progress, jobs=0)
     ready, verdict = write_report(out)
     print(f"\nPreflight ({time.perf_counter() - t0:.0f} s): {verdict}\nreport: {out / 'report.html'} "
           f"(and report.md)", flush=True)

@@ -13,7 +13,9 @@ temporary folder), shut down, and their socket folder removed. The caller's envi
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -237,11 +239,13 @@ def _writable(folder: Path) -> None:
 
 
 def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress: bool = True,
-        extra_env: dict | None = None, cell_timeout: int | None = None) -> list[dict]:
+        extra_env: dict | None = None, cell_timeout: int | None = None, jobs: int = 1) -> list[dict]:
     """Execute notebooks; the executed copies go under out_dir (build/executed/), never over a notebook.
 
     The kernels get this process's environment with extra_env and the mode decided here (extra_env's
-    STREAMALLOC_MODE decides it, where it names one); this process's own environment does not change."""
+    STREAMALLOC_MODE decides it, where it names one); this process's own environment does not change.
+    In replay, `jobs` > 1 runs that many notebooks at once (nothing is timed there), 0 one per core (jobs_for);
+    live, always one."""
     env = {**os.environ, **(extra_env or {})}
     settings = check_settings(env)  # BadSetting, one message for every bad STREAMALLOC_* value
     nbs = notebooks(paths)  # NoNotebooks before anything starts
@@ -252,7 +256,11 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
     env["STREAMALLOC_MODE"] = mode.name  # the kernels get the decision
     print(f"Running the course in {mode.name.upper()} mode: {mode.reason}.", flush=True)
     with cuda.terminate_as_interrupt():  # SIGTERM, SIGHUP: the same clean stop as SIGINT
-        rows = _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode)
+        jobs = jobs or jobs_for(mode.live)
+        if jobs > 1 and not mode.live and len(nbs) > 1:
+            rows = _run_at_once(nbs, out_dir, kernel, env, cell_timeout, mode, jobs)
+        else:
+            rows = _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode)
     write_summary(rows, out_dir.parent)
     return rows
 
@@ -311,6 +319,41 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
             print(f"    {shown} in {rows[-1]['seconds']} s{said}", flush=True)
     finally:
         kernels.close()
+    return rows
+
+
+def jobs_for(mode_live: bool) -> int:
+    """How many notebooks `python -m streamalloc run` runs at once: live one (a GPU's timings are never shared);
+    in replay one per core, at most 8 (each kernel holds a few hundred MB)."""
+    return 1 if mode_live else max(1, min(8, os.cpu_count() or 1))
+
+
+def _one(nb, out_dir, kernel, env, cell_timeout, mode) -> tuple[dict, str]:
+    """One notebook, in a worker process of _run_at_once: its row, and what the runner printed for it."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        row = _run([nb], out_dir, kernel, False, env, cell_timeout, mode)[0]
+    return row, printed.getvalue().splitlines()[-1].strip()
+
+
+def _run_at_once(nbs, out_dir, kernel, env, cell_timeout, mode, jobs) -> list[dict]:
+    """Replay only: `jobs` notebooks at a time, each in a worker process with its own kernel, as _run runs one;
+    each is printed when it ends, the rows come back in the notebooks' order. An interrupt lets the running ones
+    end (a replayed notebook takes seconds), starts no other, and is raised again."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    rows: list[dict | None] = [None] * len(nbs)
+    pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(nbs)), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(_one, nb, out_dir, kernel, env, cell_timeout, mode): i for i, nb in enumerate(nbs)}
+        print(f"{len(nbs)} notebooks, {min(jobs, len(nbs))} at a time (replay: nothing is timed)", flush=True)
+        for n, f in enumerate(cf.as_completed(futures), 1):
+            row, said = f.result()
+            rows[futures[f]] = row
+            print(f"[{n}/{len(nbs)}] {row['notebook']}\n    {said}", flush=True)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return rows
 
 

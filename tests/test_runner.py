@@ -202,6 +202,22 @@ def test_a_lesson_shown_from_a_recording_on_a_live_machine_is_a_replay_row(tmp_p
     assert "Not checked here" in (tmp_path / "out" / "summary.md").read_text()
 
 
+def test_in_replay_several_notebooks_run_at_once_and_the_rows_keep_their_order(tmp_path, monkeypatch, capsys):
+    """jobs=2 in replay: the same verdicts as one at a time (a failure stays a failure, named), the rows in the
+    notebooks' order, each printed once; live it would run one at a time (jobs_for)."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    nbs = [notebook(tmp_path / f"n{i}.ipynb", [(f"import time\ntime.sleep({0.6 if i == 0 else 0})\nx = {i}", []),
+                                              ("1 / 0" if i == 2 else "assert x >= 0", [])]) for i in range(4)]
+    rows = runner.run(nbs, out_dir=tmp_path / "out" / "executed", progress=False, jobs=2)
+    assert [Path(r["notebook"]).name for r in rows] == [f"n{i}.ipynb" for i in range(4)]
+    assert [r["result"] for r in rows] == ["passed", "passed", "failed", "passed"], rows
+    assert "ZeroDivisionError" in rows[2]["error"] and all(r["mode"] == "replay" for r in rows)
+    out = capsys.readouterr().out
+    assert "4 notebooks, 2 at a time" in out and all(out.count(f"n{i}.ipynb\n") == 1 for i in range(4)), out
+    assert all(any((tmp_path / "out" / "executed").rglob(f"n{i}.ipynb")) for i in range(4))
+    assert runner.jobs_for(True) == 1 and 1 <= runner.jobs_for(False) <= 8
+
+
 def test_a_compile_error_demo_without_nvcc_passes_and_says_once_what_it_could_not_compile(tmp_path):
     nb = nbformat.v4.new_notebook()
     demo = nbformat.v4.new_code_cell("lesson.run('broken.cu')", execution_count=2,
