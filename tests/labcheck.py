@@ -13,8 +13,8 @@
     def test_...(): ...
 
 Only the notebook's set-up cell, its %%writefile cells and its check cell run, in a Jupyter kernel in the
-notebook's folder, in this session's mode (STREAMALLOC_MODE, which conftest.py sets from the machine: live
-on a GPU, replay elsewhere). Every run also writes what the check printed and showed, and its error, to
+notebook's folder (live; in replay, in the test's process: `run_check` says why), in this session's mode
+(STREAMALLOC_MODE, which conftest.py sets from the machine: live on a GPU, replay elsewhere). Every run also writes what the check printed and showed, and its error, to
 build/lab_checks/<notebook>-<case>.txt, so that a run on a GPU leaves a record of each check's words.
 
 In replay a run can only give the recorded solution's numbers, so the check says "not verified" for the
@@ -165,11 +165,13 @@ def _cells(notebook: Path, file: str, edit):
 def run_check(notebook: Path, case: str, file: str, edit=None) -> Check:
     """Run the set-up, %%writefile and check cells; the check's outcome. A failure before the check fails the test.
 
-    Live, and for the notebook as saved (cases "solution" and "lab"), in a Jupyter kernel. In replay, any other
-    answer's check runs in this process (`in_process`): nothing of it can run on a GPU, so the kernel would only add
-    its start to the same verdict (the same Lesson, the same nvcc build of the answer, the same replay)."""
+    Live, in a Jupyter kernel. In replay, in this process (`in_process`): nothing of it can run on a GPU, so the
+    kernel would only add its start to the same verdict (the same Lesson, the same nvcc build of the answer, the same
+    replay). The notebooks as saved (cases "solution" and "lab") run in a kernel all the same: nbval runs every cell
+    of solutions/ and labs/, these cells among them, and fails a solution's check that raises and a lab's that does
+    not raise LabIncomplete (its `raises-exception` tag, conftest.py); the words are asserted here."""
     nb = _cells(notebook, file, edit)
-    if not LIVE and case not in ("solution", "lab") and notebook.stem not in IN_A_KERNEL:
+    if not LIVE and notebook.stem not in IN_A_KERNEL:
         return in_process(notebook, nb, case)
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT, allow_errors=True,
                                      resources={"metadata": {"path": str(notebook.parent)}})

@@ -16,14 +16,39 @@ def program(tmp_path, name, body):
     return src
 
 
+# one host program for the tests of running one: what it does is its first argument (one nvcc build, not five)
+BEHAVIOURS = r"""#include <cstring>
+int main(int c, char **v) {
+    const char *how = c > 1 ? v[1] : "";
+    if (!std::strcmp(how, "echo")) {
+        for (int i = 2; i < c; ++i) std::printf("{\"arg\":\"%s\"}\n", v[i]);
+        return 0;
+    }
+    if (!std::strcmp(how, "crash")) { std::fprintf(stderr, "about to fail\n"); abort(); }
+    if (!std::strcmp(how, "fails")) { std::fprintf(stderr, "x.cu:3: cudaMalloc failed\n"); return 3; }
+    if (!std::strcmp(how, "oom")) {
+        std::fprintf(stderr, "oom.cu:4: cudaMallocAsync(&p, n, s) failed: out of memory (cudaErrorMemoryAllocation)\n");
+        return 1;
+    }
+    if (!std::strcmp(how, "hang")) { std::printf("started\n"); std::fflush(stdout); for (;;) sleep(1); }
+    std::fprintf(stderr, "no such behaviour: %s\n", how);
+    return 2;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def behaves(tmp_path_factory):
+    """The program, built by nvcc here, once for this file's tests."""
+    return cuda.build(program(tmp_path_factory.mktemp("behaves"), "behaves", BEHAVIOURS))
+
+
 @needs_nvcc
-def test_a_good_program_runs_and_its_arguments_arrive_as_a_list(tmp_path):
-    exe = cuda.build(program(tmp_path, "echo", 'int main(int c, char **v) { for (int i = 1; i < c; ++i) '
-                                                 'std::printf("{\\"arg\\":\\"%s\\"}\\n", v[i]); }'))
-    done = cuda.run(exe, ["a b", "$HOME", ";ls"])
+def test_a_good_program_runs_and_its_arguments_arrive_as_a_list(behaves):
+    done = cuda.run(behaves, ["echo", "a b", "$HOME", ";ls"])
     assert done.stdout.splitlines() == ['{"arg":"a b"}', '{"arg":"$HOME"}', '{"arg":";ls"}']
     with pytest.raises(TypeError, match="list"):
-        cuda.run(exe, "a b")
+        cuda.run(behaves, "echo a b")
 
 
 @needs_nvcc
@@ -47,38 +72,32 @@ def test_a_compile_error_names_file_and_line(tmp_path):
 
 
 @needs_nvcc
-def test_a_crash_raises_with_the_signal_and_stderr(tmp_path):
-    exe = cuda.build(program(tmp_path, "crash", 'int main() { std::fprintf(stderr, "about to fail\\n"); abort(); }'))
+def test_a_crash_raises_with_the_signal_and_stderr(behaves):
     with pytest.raises(ProgramFailed) as e:
-        cuda.run(exe)
+        cuda.run(behaves, ["crash"])
     assert "SIGABRT" in str(e.value) and "about to fail" in str(e.value)
 
 
 @needs_nvcc
-def test_a_non_zero_exit_raises_with_stderr(tmp_path):
-    exe = cuda.build(program(tmp_path, "fails", 'int main() { std::fprintf(stderr, "x.cu:3: cudaMalloc failed\\n"); return 3; }'))
+def test_a_non_zero_exit_raises_with_stderr(behaves):
     with pytest.raises(ProgramFailed) as e:
-        cuda.run(exe)
+        cuda.run(behaves, ["fails"])
     assert e.value.returncode == 3 and "status 3" in str(e.value) and "cudaMalloc failed" in str(e.value)
 
 
 @needs_nvcc
-def test_running_out_of_gpu_memory_says_so_in_words(tmp_path):
-    exe = cuda.build(program(tmp_path, "oom", 'int main() { std::fprintf(stderr, "oom.cu:4: cudaMallocAsync(&p, n, s) '
-                                              'failed: out of memory (cudaErrorMemoryAllocation)\\n"); return 1; }'))
+def test_running_out_of_gpu_memory_says_so_in_words(behaves):
     with pytest.raises(ProgramFailed) as e:
-        cuda.run(exe)
+        cuda.run(behaves, ["oom"])
     assert "ran out of memory" in str(e.value) and "smaller sizes" in str(e.value)
     assert "cudaErrorMemoryAllocation" in str(e.value)
 
 
 @needs_nvcc
-def test_a_hang_is_killed_at_the_timeout(tmp_path):
-    exe = cuda.build(program(tmp_path, "hang", 'int main() { std::printf("started\\n"); std::fflush(stdout); '
-                                                 'for (;;) sleep(1); }'))
+def test_a_hang_is_killed_at_the_timeout(behaves):
     t0 = time.perf_counter()
     with pytest.raises(ProgramTimedOut) as e:
-        cuda.run(exe, timeout=1.5)
+        cuda.run(behaves, ["hang"], timeout=1.5)
     assert time.perf_counter() - t0 < 10
     assert "1.5 s timeout" in str(e.value) and "started" in str(e.value)
 

@@ -286,9 +286,10 @@ def test_a_program_built_by_another_nvcc_is_another_program(tmp_path, monkeypatc
     src = tmp_path / "p.cu"
     src.write_text("int main() { return 0; }\n")
     first = cuda.build(src, out_dir=tmp_path / "bin")
-    assert cuda.build(src, out_dir=tmp_path / "bin") == first
+    assert cuda.build(src, out_dir=tmp_path / "bin") == first and cuda.built(src, out_dir=tmp_path / "bin") == first
     monkeypatch.setattr(cuda, "nvcc_identity", lambda nvcc: "Cuda compilation tools, release 12.4, V12.4.131")
-    assert cuda.build(src, out_dir=tmp_path / "bin") != first
+    # build() reuses only what built() finds (the same key): nothing, so it would build another program
+    assert cuda.built(src, out_dir=tmp_path / "bin") is None
 
 
 @pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")
@@ -300,8 +301,9 @@ def test_a_header_written_beside_a_program_is_part_of_its_build(tmp_path, monkey
     src = tmp_path / "p.cu"
     src.write_text('#include "k.h"\nint main() { return K - 1; }\n')
     first = cuda.build(src, out_dir=tmp_path / "bin")
+    assert cuda.built(src, out_dir=tmp_path / "bin") == first
     (tmp_path / "k.h").write_text("#define K 2\n")
-    assert cuda.build(src, out_dir=tmp_path / "bin") != first
+    assert cuda.built(src, out_dir=tmp_path / "bin") is None  # build() reuses only what built() finds: another program
 
 
 def test_a_build_folder_that_cannot_be_made_is_named_in_one_message(tmp_path, monkeypatch):

@@ -258,13 +258,16 @@ def test_the_table_marks_a_skipped_allocator():
 
 
 def test_replay_trace_cu_builds(tmp_path):
-    """The replayer compiles with the course's include folder (where nvcc is)."""
+    """The replayer compiles with the course's include folder (where nvcc is): as the notebook writes it, into the
+    shared programs folder, so that where notebook 08 or lab 7 built it already this is that build (a program is
+    there only where nvcc built exactly this text, header, flags and nvcc)."""
     from streamalloc import cuda, gpu
+    from streamalloc.lesson import programs_folder, written_programs
     if gpu.nvcc_path() is None:
         pytest.skip("no nvcc here")
     src = tmp_path / "replay_trace.cu"
-    src.write_text(programs()["replay_trace.cu"])
-    assert cuda.build(src, arch=cuda.arch_flags("9.0", False)).exists()
+    src.write_text(dict(written_programs(NOTEBOOK))["replay_trace.cu"])
+    assert cuda.build(src, arch=cuda.arch_flags("9.0", False), out_dir=programs_folder()).exists()
 
 
 def test_the_lab_uses_notebook_08_s_replayer_unchanged():
