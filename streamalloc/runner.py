@@ -344,10 +344,11 @@ def _run_at_once(nbs, out_dir, kernel, env, cell_timeout, mode, jobs) -> list[di
     import multiprocessing
 
     rows: list[dict | None] = [None] * len(nbs)
-    pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(nbs)), mp_context=multiprocessing.get_context("spawn"))
+    workers = min(jobs, len(nbs))
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
         futures = {pool.submit(_one, nb, out_dir, kernel, env, cell_timeout, mode): i for i, nb in enumerate(nbs)}
-        print(f"{len(nbs)} notebooks, {min(jobs, len(nbs))} at a time (replay: nothing is timed)", flush=True)
+        print(f"{len(nbs)} notebooks, {workers} at a time (replay: nothing is timed)", flush=True)
         for n, f in enumerate(cf.as_completed(futures), 1):
             row, said = f.result()
             rows[futures[f]] = row

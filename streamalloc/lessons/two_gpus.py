@@ -86,12 +86,11 @@ def pool_access_text(peer) -> str:
 
 def by_reserve(grants) -> list[dict]:
     """The grants of pools holding memory, pooled by what the pool reserved (several allocation sizes may share
-    one reserve): {"reserved", "sizes", "grant_us", "revoke_us"}, smallest reserve first."""
+    one reserve): {"reserved", "grant_us", "revoke_us"}, smallest reserve first."""
     out: dict[int, dict] = {}
     for r in grants:
         if r["size"] > 0:
-            g = out.setdefault(r["reserved"], {"reserved": r["reserved"], "sizes": [], "grant_us": [], "revoke_us": []})
-            g["sizes"].append(r["size"])
+            g = out.setdefault(r["reserved"], {"reserved": r["reserved"], "grant_us": [], "revoke_us": []})
             g["grant_us"] += r["grant_us"]
             g["revoke_us"] += r.get("revoke_us", [])
     return [out[k] for k in sorted(out)]
