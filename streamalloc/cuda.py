@@ -216,6 +216,40 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     return exe
 
 
+def build_library(source: Path, out_dir) -> Path:
+    """A host-only C++ file (calls.SOURCE, the call recorder) as a shared library, built once per content and nvcc."""
+    nvcc = gpu.nvcc_path()
+    if nvcc is None:
+        raise NvccNotFound(nvcc_missing(gpu.driver_cuda_version()))
+    flags = ["-shared", "-cudart", "none", "-Xcompiler", "-fPIC", "-O2", "-std=c++17"]
+    digest = hashlib.sha256("\0".join([source.read_text(), *flags, nvcc_identity(nvcc)]).encode()).hexdigest()[:16]
+    lib = Path(out_dir) / f"lib{source.stem}-{digest}.so"
+    if lib.is_file():
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    tmp = lib.with_name(f"{lib.name}.{os.getpid()}.tmp")
+    proc = subprocess.run([nvcc, *flags, "-o", str(tmp), str(source), "-ldl"], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise BuildFailed(f"the course's call recorder ({source.name}) could not be built with {nvcc}:\n"
+                          + (proc.stdout + proc.stderr)[-2000:])
+    os.replace(tmp, lib)
+    return lib
+
+
+def runtime_dir() -> str | None:
+    """The folder of the shared CUDA runtime (libcudart.so) of the toolkit nvcc belongs to, or None."""
+    nvcc = gpu.nvcc_path()
+    if nvcc is None:
+        return None
+    tree = Path(real_nvcc(nvcc)).parent.parent
+    for d in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+        if any((tree / d).glob("libcudart.so*")):
+            return str(tree / d)
+    return None
+
+
 def cmd_flags(flags, arch) -> list[str]:
     """nvcc's flags for a program: the course's, the architecture, the course's headers, the lesson's own."""
     return [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
@@ -385,7 +419,7 @@ def driver_hint(toolkit: str | None = None, driver_cuda: str | None = None) -> s
 
 
 def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,
-        name: str | None = None) -> Completed:
+        name: str | None = None, env: dict | None = None) -> Completed:
     """Run a program with a list of arguments; raise if it crashes, exits non-zero or runs past the timeout.
 
     `name` is what the messages call it (by default the built program's name, without its content hash).
@@ -395,7 +429,7 @@ def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, c
     argv = [str(exe), *map(str, args)]
     name = name or program_name(exe)
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
                             start_new_session=True)  # its own process group, so a hang is killed whole
     try:
         stdout, stderr = proc.communicate(timeout=timeout)

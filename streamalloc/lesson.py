@@ -26,10 +26,11 @@ import re
 import secrets
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from . import cuda, gpu, measure, replay
+from . import calls, cuda, gpu, measure, replay
 from .errors import (BuildFailed, CompileError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound, RecordingError,
                      check_settings)
 
@@ -49,6 +50,12 @@ class Result:
     label: str  # "NVIDIA H100 80GB HBM3, live" or "... replayed from a recording of <date> ..."
     data: object = None  # what a Python measurement returned
     note: str = ""  # why a live lesson shows a replay here (a package it needs is missing), or ""
+    call_record: str | None = None  # run(trace=True): the recorder's lines (streamalloc.calls), never the stdout
+
+    @property
+    def calls(self):
+        """What the program did with the CUDA runtime (a calls.Calls), for a run with trace=True; else None."""
+        return None if self.call_record is None else calls.Calls(calls.parse(self.call_record))
 
     @property
     def records(self) -> measure.Records:
@@ -111,6 +118,10 @@ class Lesson:
         here = self.here.describe() if self.here.gpu or cuda.driver_present() else "no GPU found"
         lines.append(f"  this machine: {here}; nvcc {self.here.nvcc or 'not found'}; "
                      f"CuPy {self.here.cupy or 'not installed'}")
+        shared = gpu.other_compute_processes() if self.live else None
+        if shared:  # a workshop's GPU, or a job beside the notebook: the figures will show it
+            lines.append(f"  this GPU is shared with {shared} other process{'es' if shared != 1 else ''} computing on "
+                         "it: timings are noisier")
         if not self.live:
             elsewhere = self._sets_with(2) if self.reference_gpu and not (
                 replay.root() / self.reference_gpu / self.name).is_dir() else []
@@ -168,7 +179,7 @@ class Lesson:
         return text
 
     def run(self, file, args=(), timeout: float = 120, flags=(), name: str | None = None,
-            requires: tuple | list = (), gpus: int = 1) -> Result:
+            requires: tuple | list = (), gpus: int = 1, trace: bool = False) -> Result:
         """Build and run a program (live) or replay its recording; raise if either fails.
 
         A `.cu` program is built with nvcc and run; a `.py` program runs with this kernel's Python
@@ -179,8 +190,14 @@ class Lesson:
         `gpus`: how many GPUs the program needs. Live with that many here, it runs. Otherwise (replay, or
         live with fewer) it replays a recording made on a machine with at least that many, from whichever
         set of recordings holds one, labelled "needs N GPUs; replayed from ..."; with none, NotYetRecorded.
+
+        `trace`: record what the program does with the CUDA runtime (streamalloc.calls): it is built against the
+        shared runtime with the course's call recorder preloaded, which writes to a file of its own; the Result's
+        `calls` reads it (and a recording keeps it).
         """
         path = self.source(file)
+        if trace:
+            flags = [*flags, *calls.FLAGS]
         args = [str(a) for a in args]
         name = name or path.stem
         python = path.suffix == ".py"
@@ -216,13 +233,24 @@ class Lesson:
             print(note)
             return res
         argv0, argv = (sys.executable, [str(path), *args]) if python else (exe, args)
-        done = cuda.run(argv0, argv, timeout=timeout, name=path.name if python else None)
-        result = Result(name, args, done.stdout, done.stderr, done.seconds, False, self.label)
+        env = record = None
+        if trace:
+            record = Path(tempfile.mkdtemp(prefix="calls-")) / "calls.jsonl"
+            env = calls.environment(calls.recorder(self.bin), record, cuda.runtime_dir())
+        try:
+            done = cuda.run(argv0, argv, timeout=timeout, name=path.name if python else None, env=env)
+            call_record = record.read_text() if record and record.is_file() else ("" if trace else None)
+        finally:
+            if record:
+                shutil.rmtree(record.parent, ignore_errors=True)
+        result = Result(name, args, done.stdout, done.stderr, done.seconds, False, self.label,
+                        call_record=call_record)
         measure.parse(done.stdout)  # a malformed JSON line is an error before it is recorded
         if replay.recording():
-            replay.save(self.machine, self.name, name, key_source, keyed,
-                        {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds,
-                         "gpus": self.gpus_here},
+            run = {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds, "gpus": self.gpus_here}
+            if trace:
+                run["calls"] = call_record
+            replay.save(self.machine, self.name, name, key_source, keyed, run,
                         program_sha=self._programs.get(key_source))
         return result
 
@@ -233,7 +261,7 @@ class Lesson:
         r = replay.load(self.reference_gpu, self.name, name, key_source, args)
         data = replay.run_data(r, replay.path_of(self.reference_gpu, self.name, name)) if "data" in r else None
         return Result(name, args, r.get("stdout", ""), r.get("stderr", ""), r.get("seconds", 0.0), True,
-                      label(replay.machine(self.reference_gpu, self.name), False), data)
+                      label(replay.machine(self.reference_gpu, self.name), False), data, call_record=r.get("calls"))
 
     # -- programs that need more than one GPU -------------------------------------------------
     @functools.cached_property

@@ -1,0 +1,423 @@
+"""What a program did with the CUDA runtime: the record of its calls, and the order they put its GPU work in.
+
+    res = lesson.run("race.cu", args, trace=True)     # built with -cudart shared, run with the recorder preloaded
+    rec = res.calls                                   # a Calls (None where nothing could be recorded)
+    rec.buffers                                       # every stream-ordered allocation: its allocation, uses, free
+    rec.problems()                                    # uses not ordered after their allocation or before their free
+    rec.before(a, b)                                  # is operation a done before operation b starts?
+    rec.launches("consume"), rec.named("cudaFreeAsync")
+
+The recorder (include/calltrace.cpp) writes one JSON object per runtime call to a file the course names (never the
+program's stdout). From it this module builds the happens-before order of the GPU's work, as the CUDA Programming
+Guide defines it (§15.3 API Fundamentals; the runtime API's stream and event semantics): work on one stream runs in
+the order it was enqueued; cudaStreamWaitEvent orders a stream after the event's most recent record made before the
+wait was called; a host wait (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, a cudaEventQuery
+or cudaStreamQuery that answered cudaSuccess, cudaFree of memory from cudaMalloc) orders everything that thread
+enqueues afterwards; the legacy default stream waits for, and is waited for by, every blocking stream; an IPC
+event links the two processes that share it. Each operation carries a vector clock (for every stream, the last
+operation on it that must finish first), so "is a before b" is one look-up.
+
+How the program is written (macros, members, lambdas, helpers, the C++ overloads) changes nothing here: every one
+of those reaches the runtime through the same calls.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from . import cuda
+
+FLAGS = ["-cudart", "shared"]  # the recorder interposes the shared runtime's symbols
+SOURCE = Path(__file__).parent / "include" / "calltrace.cpp"
+LEGACY = ("0x0", "0x1")  # the legacy default stream: 0 and cudaStreamLegacy
+PER_THREAD = "0x2"  # cudaStreamPerThread
+NON_BLOCKING = 1  # cudaStreamNonBlocking
+ENQUEUED = {"cudaMallocAsync", "cudaFreeAsync", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+            "cudaEventRecord", "cudaGraphLaunch", "cudaGraphUpload", "cudaLaunchHostFunc"}
+ALLOC_NODE, FREE_NODE, KERNEL_NODE = 10, 11, 0  # cudaGraphNodeTypeMemAlloc, MemFree, Kernel
+
+
+@dataclasses.dataclass(eq=False)
+class Op:
+    """One piece of GPU work the program enqueued (or a host call that stands for one)."""
+
+    call: dict  # the recorded line
+    stream: tuple  # (pid, stream) or (pid, "per-thread", tid)
+    index: int  # its position on its stream, from 1
+    clock: dict  # stream -> the last index on it that is done before this op starts (itself included)
+    captured: bool = False  # enqueued into a stream capture: part of a graph, not run here
+
+    @property
+    def what(self) -> str:
+        c = self.call
+        return kernel_name(c.get("kernel", "?")) if c["call"] == "cudaLaunchKernel" else c["call"]
+
+    @property
+    def section(self) -> str:
+        return self.call.get("in", "")
+
+    def pointers(self) -> list[int]:
+        c = self.call
+        values = c.get("args") or [] if c["call"] == "cudaLaunchKernel" else [c.get("dst"), c.get("src")]
+        return [int(v, 16) for v in values if v]
+
+
+@dataclasses.dataclass(eq=False)
+class Buffer:
+    """One allocation: where it came from, what used it, and its free."""
+
+    ptr: int
+    size: int
+    alloc: dict  # the recorded call
+    alloc_op: Op | None  # None: a host call (cudaMalloc, an imported pointer)
+    uses: list = dataclasses.field(default_factory=list)  # Ops
+    free: dict | None = None
+    free_op: Op | None = None  # cudaFreeAsync
+    free_clock: dict | None = None  # a host free: what its thread had waited for (cudaFree)
+    late_uses: list = dataclasses.field(default_factory=list)  # uses enqueued after the free call
+    key: int | None = None  # the export data's key, for an exported or imported pointer
+
+    @property
+    def stream_ordered(self) -> bool:
+        return self.alloc["call"] == "cudaMallocAsync"
+
+
+@dataclasses.dataclass
+class Problem:
+    buffer: Buffer
+    use: Op
+    kind: str  # "before its allocation", "after its free", "enqueued after its free"
+
+
+def kernel_name(mangled: str) -> str:
+    """A kernel's name as written, from the symbol the driver gives (_Z7consumePKiPi -> consume,
+    _ZN6course4spinEy -> course::spin); the symbol itself where it is not mangled."""
+    if not mangled.startswith("_Z"):
+        return mangled
+    s, parts = mangled[2:], []
+    nested = s.startswith("N")
+    s = s[1:] if nested else s
+    while s and s[0].isdigit():
+        n = 0
+        while s and s[0].isdigit():
+            n, s = n * 10 + int(s[0]), s[1:]
+        parts.append(s[:n])
+        s = s[n:]
+        if not nested:
+            break
+    return "::".join(parts) or mangled
+
+
+def merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if out.get(k, 0) < v:
+            out[k] = v
+    return out
+
+
+def parse(text: str) -> list[dict]:
+    """The recorded lines, in the order they happened (by the monotonic clock across processes)."""
+    lines = []
+    for line in (text or "").splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut short by a crash
+    return sorted(lines, key=lambda c: (c["t"], c["pid"], c["seq"]))
+
+
+class Calls:
+    """The record of one run (one process, or two that share IPC events), and its happens-before order."""
+
+    def __init__(self, lines: list[dict]):
+        self.lines = lines
+        self.ops: list[Op] = []
+        self.buffers: list[Buffer] = []
+        self.graphs: dict[str, dict] = {}  # exec -> the graph's nodes and edges, as instantiated
+        self._streams: dict = {}  # stream -> [count, clock of its last op, blocking, pid]
+        self._pending: dict = {}  # stream -> clock its next op must merge (waits since its last op)
+        self._host: dict = {}  # (pid, tid) -> clock of what that thread has waited for
+        self._events: dict = {}  # event key -> clock of its most recent record
+        self._event_keys: dict = {}  # (pid, event) -> key shared by the processes (IPC)
+        self._capturing: dict = {}  # stream -> the stream whose capture it belongs to
+        self._live: dict = {}  # pid -> live Buffers
+        self._exported: dict = {}  # export key -> Buffer
+        section: dict = {}  # pid -> the harness's mark (course::section) the calls come under
+        for c in lines:
+            if c["call"] == "section":
+                section[c["pid"]] = c.get("name", "")
+            c["in"] = section.get(c["pid"], "")
+            self._step(c)
+
+    # -- building ---------------------------------------------------------------------------------------------
+    def _stream(self, c: dict, s: str | None = None) -> tuple:
+        s = c.get("stream", "0x0") if s is None else s
+        if s in LEGACY:
+            return (c["pid"], "legacy")
+        if s == PER_THREAD:
+            return (c["pid"], "per-thread", c["tid"])
+        return (c["pid"], s)
+
+    def _state(self, key):
+        if key not in self._streams:
+            legacy = key[1] == "legacy"
+            self._streams[key] = [0, {}, not legacy and key[1] != "per-thread", key[0]]
+        return self._streams[key]
+
+    def _event(self, c: dict) -> tuple:
+        return self._event_keys.get((c["pid"], c["event"]), (c["pid"], c["event"]))
+
+    def _enqueue(self, c: dict, stream=None) -> Op:
+        key = self._stream(c) if stream is None else stream
+        st = self._state(key)
+        clock = merge(merge(st[1], self._pending.pop(key, {})), self._host.get((c["pid"], c["tid"]), {}))
+        if key[1] == "legacy":  # waits for every blocking stream of its process
+            for k, other in self._streams.items():
+                if other[2] and other[3] == key[0] and other[0]:
+                    clock = merge(clock, other[1])
+        elif st[2]:  # a blocking stream waits for the legacy stream
+            legacy = self._streams.get((key[0], "legacy"))
+            if legacy and legacy[0]:
+                clock = merge(clock, legacy[1])
+        st[0] += 1
+        clock[key] = st[0]
+        st[1] = clock
+        op = Op(c, key, st[0], clock, captured=key in self._capturing)
+        self.ops.append(op)
+        return op
+
+    def _host_waits(self, c: dict, clock: dict):
+        who = (c["pid"], c["tid"])
+        self._host[who] = merge(self._host.get(who, {}), clock)
+
+    def _device_clock(self, pid) -> dict:
+        out: dict = {}
+        for key, st in self._streams.items():
+            if st[3] == pid and key not in self._capturing:
+                out = merge(out, st[1])
+        return out
+
+    def _step(self, c: dict):
+        call, ok = c["call"], c["ret"] == 0
+        if call == "cudaStreamCreate" and ok:
+            self._streams[self._stream(c)] = [0, {}, not (c.get("flags", 0) & NON_BLOCKING), c["pid"]]
+        elif call in ("cudaIpcGetEventHandle", "cudaIpcOpenEventHandle") and ok:
+            self._event_keys[(c["pid"], c["event"])] = ("ipc", c["handle"])
+            if (c["pid"], c["event"]) in self._events:
+                self._events[("ipc", c["handle"])] = self._events.pop((c["pid"], c["event"]))
+        elif call == "cudaStreamBeginCapture" and ok:
+            self._capturing[self._stream(c)] = self._stream(c)
+        elif call == "cudaStreamEndCapture":
+            origin = self._stream(c)
+            for k in [k for k, o in self._capturing.items() if o == origin]:
+                del self._capturing[k]
+        elif call == "cudaStreamWaitEvent" and ok:
+            key, recorded = self._stream(c), self._events.get(self._event(c))
+            if recorded is not None:
+                if recorded.get("capture") and key not in self._capturing:
+                    self._capturing[key] = recorded["capture"]  # a stream joins the capture (fork)
+                self._pending[key] = merge(self._pending.get(key, {}), recorded["clock"])
+        elif call == "cudaStreamSynchronize" and ok:
+            self._host_waits(c, self._state(self._stream(c))[1])
+        elif call == "cudaStreamQuery" and ok:
+            self._host_waits(c, self._state(self._stream(c))[1])
+        elif call in ("cudaEventSynchronize", "cudaEventQuery") and ok:
+            recorded = self._events.get(self._event(c))
+            if recorded is not None:
+                self._host_waits(c, recorded["clock"])
+        elif call == "cudaDeviceSynchronize" and ok:
+            self._host_waits(c, self._device_clock(c["pid"]))
+        elif call == "cudaMemcpy":  # on the legacy stream; the host waits for what came before, and for the copy
+            self._host_waits(c, self._device_clock(c["pid"]))
+            op = self._enqueue(c, (c["pid"], "legacy"))
+            self._host_waits(c, op.clock)
+            self._use(op)
+        elif call == "cudaMemset":
+            self._use(self._enqueue(c, (c["pid"], "legacy")))
+        elif call in ENQUEUED and ok:
+            op = self._enqueue(c)
+            if call == "cudaEventRecord":
+                self._events[self._event(c)] = {"clock": op.clock, "capture": self._capturing.get(op.stream)}
+            elif call == "cudaMallocAsync" and not op.captured:
+                self._allocated(c, op)
+            elif call == "cudaFreeAsync" and not op.captured:
+                self._freed(c, op)
+            elif not op.captured:
+                self._use(op)
+        elif call == "cudaMalloc" and ok:
+            self._allocated(c, None)
+        elif call == "cudaMemPoolImportPointer" and ok:
+            self._allocated(c, None)
+            self._live[c["pid"]][-1].key = c.get("key")
+        elif call == "cudaMemPoolExportPointer" and ok:
+            b = self._find(c["pid"], int(c["ptr"], 16))
+            if b is not None and c.get("key") is not None:
+                b.key = c["key"]
+                self._exported[c["key"]] = b
+        elif call == "cudaFree" and ok:
+            b = self._find(c["pid"], int(c["ptr"], 16))
+            if b is not None and not b.stream_ordered:  # cudaFree of cudaMalloc memory waits for the device
+                self._host_waits(c, self._device_clock(c["pid"]))
+            self._freed(c, None)
+        elif call == "cudaGraphInstantiate" and ok:
+            self.graphs[c["exec"]] = c.get("nodes") or {}
+
+    def _allocated(self, c: dict, op: Op | None):
+        self._live.setdefault(c["pid"], []).append(
+            Buffer(int(c["ptr"], 16), c.get("size", 0), c, op))
+
+    def _find(self, pid, ptr: int, live=True) -> Buffer | None:
+        pool = self._live.get(pid, []) if live else [b for b in self.buffers if b.alloc["pid"] == pid]
+        for b in reversed(pool):
+            if b.ptr <= ptr < b.ptr + max(b.size, 1):
+                return b
+        return None
+
+    def _freed(self, c: dict, op: Op | None):
+        b = self._find(c["pid"], int(c["ptr"], 16))
+        if b is None or b.ptr != int(c["ptr"], 16):
+            return
+        self._live[c["pid"]].remove(b)
+        b.free, b.free_op = c, op
+        if op is None:
+            b.free_clock = dict(self._host.get((c["pid"], c["tid"]), {}))
+        self.buffers.append(b)
+
+    def _use(self, op: Op):
+        for ptr in op.pointers():
+            b = self._find(op.call["pid"], ptr)
+            if b is not None:
+                b.uses.append(op)
+                continue
+            b = self._find(op.call["pid"], ptr, live=False)
+            if b is not None:
+                b.late_uses.append(op)
+
+    # -- questions --------------------------------------------------------------------------------------------
+    @property
+    def all_buffers(self) -> list[Buffer]:
+        """Freed buffers, then those still live at the end."""
+        return self.buffers + [b for live in self._live.values() for b in live]
+
+    def unfreed(self, stream_ordered=True) -> list[Buffer]:
+        return [b for live in self._live.values() for b in live if b.stream_ordered or not stream_ordered]
+
+    @staticmethod
+    def before(a: Op, b: Op) -> bool:
+        """Is a done before b starts, by the rules above?"""
+        return b.clock.get(a.stream, 0) >= a.index
+
+    def done_before_free(self, use: Op, b: Buffer) -> bool:
+        if b.free_op is not None:
+            return self.before(use, b.free_op)
+        return b.free_clock is not None and b.free_clock.get(use.stream, 0) >= use.index
+
+    def problems(self) -> list[Problem]:
+        """Every use of a buffer not ordered after its allocation, or not done before its free, or enqueued after
+        its free; for an exported buffer, the importer's uses count against the exporter's free too."""
+        out = []
+        for b in self.all_buffers:
+            uses = list(b.uses)
+            if b.key is not None and b.stream_ordered:  # the exporter's buffer: the importers' uses too
+                uses += [u for o in self.all_buffers if o is not b and o.key == b.key for u in o.uses]
+            for u in uses:
+                if u.captured:
+                    continue
+                if b.alloc_op is not None and u in b.uses and not self.before(b.alloc_op, u):
+                    out.append(Problem(b, u, "before its allocation"))
+                if b.free is not None and not self.done_before_free(u, b):
+                    out.append(Problem(b, u, "after its free"))
+            out += [Problem(b, u, "enqueued after its free") for u in b.late_uses if not u.captured]
+        return out
+
+    def named(self, call: str, section: str | None = None, pid=None) -> list[dict]:
+        """The recorded calls of one API (in `section`, the harness's mark, if given; in one process, if given)."""
+        return [c for c in self.lines if c["call"] == call and (section is None or c["in"] == section)
+                and (pid is None or c["pid"] == pid)]
+
+    def launches(self, kernel: str, section: str | None = None) -> list[Op]:
+        return [op for op in self.ops if op.call["call"] == "cudaLaunchKernel" and op.what == kernel
+                and (section is None or op.section == section)]
+
+    def op_of(self, call: dict) -> Op | None:
+        return next((op for op in self.ops if op.call is call), None)
+
+    @property
+    def pids(self) -> list[int]:
+        return list(dict.fromkeys(c["pid"] for c in self.lines))
+
+    @property
+    def kernels_named(self) -> bool:
+        """Did the recorder learn the kernels' names and arguments (a CUDA 12.4 driver or newer)?"""
+        launches = [op for op in self.ops if op.call["call"] == "cudaLaunchKernel"]
+        return bool(launches) and all(op.what != "?" and op.call.get("args") is not None for op in launches)
+
+
+# -- a graph's own order ------------------------------------------------------------------------------------------
+class Graph:
+    """The nodes and edges of an instantiated graph, as the recorder read them (cudaGraphGetNodes, GetEdges)."""
+
+    def __init__(self, dump: dict):
+        self.nodes = {n["id"]: n for n in dump.get("nodes") or []}
+        self.after: dict = {k: set() for k in self.nodes}  # node -> nodes that must finish first (transitively)
+        preds: dict = {k: set() for k in self.nodes}
+        for a, b in dump.get("edges") or []:
+            preds.setdefault(b, set()).add(a)
+        done: dict = {}
+
+        def ancestors(k, seen=()):
+            if k in done:
+                return done[k]
+            out = set()
+            for p in preds.get(k, ()):
+                if p not in seen:
+                    out |= {p} | ancestors(p, (*seen, k))
+            done[k] = out
+            return out
+        for k in self.nodes:
+            self.after[k] = ancestors(k)
+
+    def of_type(self, t: int) -> list[dict]:
+        return [n for n in self.nodes.values() if n["type"] == t]
+
+    def kernels(self, name: str | None = None) -> list[dict]:
+        return [n for n in self.of_type(KERNEL_NODE) if name is None or kernel_name(n.get("kernel", "?")) == name]
+
+    def before(self, a: dict, b: dict) -> bool:
+        return a["id"] in self.after[b["id"]]
+
+    def uses(self, alloc: dict) -> list[dict]:
+        lo, hi = int(alloc["ptr"], 16), int(alloc["ptr"], 16) + max(alloc.get("size", 1), 1)
+        return [n for n in self.kernels() if any(v and lo <= int(v, 16) < hi for v in n.get("args") or [])]
+
+    def problems(self) -> list[tuple[str, dict, dict]]:
+        """Kernels that use a graph allocation without being ordered after its node, or not before its free node."""
+        out = []
+        frees = self.of_type(FREE_NODE)
+        for a in self.of_type(ALLOC_NODE):
+            free = next((f for f in frees if f.get("ptr") == a.get("ptr")), None)
+            for k in self.uses(a):
+                if not self.before(a, k):
+                    out.append(("before its allocation", a, k))
+                if free is not None and not self.before(k, free):
+                    out.append(("after its free", a, k))
+        return out
+
+
+# -- recording a run ----------------------------------------------------------------------------------------------
+def recorder(out_dir: Path) -> Path:
+    """The recorder library, built once per content and nvcc (streamalloc.cuda builds it like a program)."""
+    return cuda.build_library(SOURCE, out_dir=out_dir)
+
+
+def environment(library: Path, record: Path, runtime_dir: str | None) -> dict:
+    """The environment a recorded run gets: the recorder preloaded, the file it writes, the shared runtime's folder."""
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
+    env["STREAMALLOC_CALLS"] = str(record)
+    if runtime_dir:
+        env["LD_LIBRARY_PATH"] = ":".join(filter(None, [runtime_dir, env.get("LD_LIBRARY_PATH", "")]))
+    return env

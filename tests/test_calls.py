@@ -1,0 +1,181 @@
+"""streamalloc.calls: the happens-before order built from a record of CUDA calls, on records written by hand in the
+recorder's format (include/calltrace.cpp). A GPU run of the recorder itself is in the labs' live tests."""
+import json
+
+import pytest
+
+from streamalloc import calls
+
+P, Q = "0x100", "0x200"  # two non-blocking streams
+BUF = "0x7000"
+
+
+def record(*steps, pid=1, tid=1, t0=0):
+    """Calls from (call, fields) steps, with seq, time, pid and tid filled in; ret 0 unless given."""
+    lines = []
+    for i, (call, fields) in enumerate(steps):
+        line = {"seq": i, "t": t0 + i, "pid": pid, "tid": tid, "call": call, "ret": 0}
+        line.update(fields)
+        lines.append(line)
+    return lines
+
+
+def run(*steps):
+    return calls.Calls(calls.parse("\n".join(json.dumps(x) for x in record(*steps))))
+
+
+def streams(*names):
+    return [("cudaStreamCreate", {"stream": s, "flags": 1}) for s in names]
+
+
+def kernel(name, stream, *ptrs):
+    return ("cudaLaunchKernel", {"stream": stream, "kernel": name, "args": list(ptrs)})
+
+
+def alloc(stream, ptr=BUF, size=64):
+    return ("cudaMallocAsync", {"stream": stream, "ptr": ptr, "size": size})
+
+
+def free(stream, ptr=BUF):
+    return ("cudaFreeAsync", {"stream": stream, "ptr": ptr})
+
+
+def rec_event(event, stream):
+    return ("cudaEventRecord", {"event": event, "stream": stream})
+
+
+def wait(stream, event):
+    return ("cudaStreamWaitEvent", {"stream": stream, "event": event})
+
+
+def test_one_stream_orders_its_own_work():
+    r = run(*streams(P), alloc(P), kernel("use", P, BUF), free(P))
+    assert r.problems() == []
+    assert [b.size for b in r.buffers] == [64]
+
+
+def test_a_use_on_another_stream_without_an_event_is_before_the_allocation_and_after_the_free():
+    r = run(*streams(P, Q), alloc(P), kernel("use", Q, BUF), free(P))
+    assert sorted(p.kind for p in r.problems()) == ["after its free", "before its allocation"]
+
+
+def test_events_order_the_other_stream_both_ways():
+    r = run(*streams(P, Q), alloc(P), rec_event("e1", P), wait(Q, "e1"), kernel("use", Q, BUF),
+            rec_event("e2", Q), wait(P, "e2"), free(P))
+    assert r.problems() == []
+
+
+def test_a_wait_placed_before_the_record_waits_for_nothing():
+    r = run(*streams(P, Q), alloc(P), wait(Q, "e1"), rec_event("e1", P), kernel("use", Q, BUF), free(Q))
+    assert [p.kind for p in r.problems()] == ["before its allocation"]
+
+
+def test_two_event_objects_are_two_events_whatever_the_variable_was_called():
+    # the consumer waits on an event it recorded itself (another handle), not on the producer's
+    r = run(*streams(P, Q), alloc(P), rec_event("0xe1", P), rec_event("0xe2", Q), wait(Q, "0xe2"),
+            kernel("use", Q, BUF), free(Q))
+    assert [p.kind for p in r.problems()] == ["before its allocation"]
+
+
+def test_the_most_recent_record_before_the_wait_counts():
+    # e recorded after the use on Q, waited for by P, re-recorded on Q later: the free waits for the first record
+    r = run(*streams(P, Q), alloc(P), rec_event("e0", P), wait(Q, "e0"), kernel("use", Q, BUF), rec_event("e", Q),
+            wait(P, "e"), free(P), kernel("later", Q), rec_event("e", Q))
+    assert r.problems() == []
+
+
+def test_a_host_wait_orders_what_the_thread_enqueues_next():
+    r = run(*streams(P, Q), alloc(P), ("cudaStreamSynchronize", {"stream": P}), kernel("use", Q, BUF),
+            ("cudaStreamSynchronize", {"stream": Q}), free(P))
+    assert r.problems() == []
+
+
+def test_a_polled_event_query_counts_only_when_it_answered_success():
+    not_ready = ("cudaEventQuery", {"event": "e", "ret": 600})
+    r = run(*streams(P, Q), alloc(P), kernel("use", P, BUF), rec_event("e", P), not_ready, free(Q))
+    assert [p.kind for p in r.problems()] == ["after its free"]
+    r = run(*streams(P, Q), alloc(P), kernel("use", P, BUF), rec_event("e", P), not_ready,
+            ("cudaEventQuery", {"event": "e"}), free(Q))
+    assert r.problems() == []
+
+
+def test_cudafree_of_stream_ordered_memory_does_not_wait():
+    r = run(*streams(P), alloc(P), kernel("use", P, BUF), ("cudaFree", {"ptr": BUF}))
+    assert [p.kind for p in r.problems()] == ["after its free"]
+    r = run(*streams(P), alloc(P), kernel("use", P, BUF), ("cudaDeviceSynchronize", {}), ("cudaFree", {"ptr": BUF}))
+    assert r.problems() == []
+
+
+def test_cudafree_of_cudamalloc_memory_waits_for_the_device():
+    r = run(*streams(P), ("cudaMalloc", {"ptr": BUF, "size": 64}), kernel("use", P, BUF), ("cudaFree", {"ptr": BUF}))
+    assert r.problems() == []
+
+
+def test_the_legacy_stream_and_blocking_streams_wait_for_each_other():
+    blocking = ("cudaStreamCreate", {"stream": P, "flags": 0})
+    r = run(blocking, alloc(P), kernel("use", "0x0", BUF), free(P))
+    assert r.problems() == []
+    r = run(*streams(P), alloc(P), kernel("use", "0x0", BUF), free(P))  # non-blocking: no implicit order
+    assert sorted(p.kind for p in r.problems()) == ["after its free", "before its allocation"]
+
+
+def test_a_use_enqueued_after_the_free_is_found():
+    r = run(*streams(P), alloc(P), kernel("use", P, BUF), free(P), kernel("late", P, BUF))
+    assert [(p.kind, p.use.what) for p in r.problems()] == [("enqueued after its free", "late")]
+
+
+def test_a_pointer_inside_the_buffer_is_a_use_and_one_beside_it_is_not():
+    r = run(*streams(P, Q), alloc(P, size=256), kernel("inside", Q, "0x7080"), kernel("beside", Q, "0x7100"),
+            free(P))
+    assert {p.use.what for p in r.problems()} == {"inside"}
+
+
+def test_unfreed_and_sections():
+    r = run(*streams(P), ("section", {"name": "yours"}), alloc(P), ("cudaDeviceSynchronize", {}),
+            ("section", {"name": ""}), ("cudaDeviceSynchronize", {}))
+    assert len(r.unfreed()) == 1
+    assert len(r.named("cudaDeviceSynchronize", "yours")) == 1 and len(r.named("cudaDeviceSynchronize")) == 2
+
+
+def test_ipc_events_and_pointers_link_two_processes():
+    exporter = record(*streams(P), alloc(P), ("cudaMemPoolExportPointer", {"ptr": BUF, "key": 7}),
+                      ("cudaEventCreate", {"event": "0xa"}), ("cudaIpcGetEventHandle", {"event": "0xa", "handle": 1}),
+                      kernel("write", P, BUF), rec_event("0xa", P), pid=1, t0=0)
+    importer = record(*streams(Q), ("cudaMemPoolImportPointer", {"ptr": "0x9000", "size": 64, "key": 7}),
+                      ("cudaIpcOpenEventHandle", {"event": "0xb", "handle": 1}), wait(Q, "0xb"),
+                      kernel("read", Q, "0x9000"), ("cudaFreeAsync", {"stream": Q, "ptr": "0x9000"}),
+                      ("cudaEventCreate", {"event": "0xc"}), ("cudaIpcGetEventHandle", {"event": "0xc", "handle": 2}),
+                      rec_event("0xc", Q), pid=2, t0=100)
+    right = record(("cudaIpcOpenEventHandle", {"event": "0xd", "handle": 2}), wait(P, "0xd"), free(P), pid=1, t0=200)
+    wrong = record(free(P), pid=1, t0=200)
+    ok = calls.Calls(calls.parse("\n".join(map(json.dumps, exporter + importer + right))))
+    assert ok.problems() == []
+    read = ok.launches("read")[0]
+    assert ok.before(ok.launches("write")[0], read)
+    bad = calls.Calls(calls.parse("\n".join(map(json.dumps, exporter + importer + wrong))))
+    assert [(p.kind, p.use.what) for p in bad.problems()] == [("after its free", "read")]
+
+
+def test_capture_goes_into_the_graph_not_the_stream():
+    dump = {"nodes": [{"id": "a", "type": 10, "ptr": BUF, "size": 64}, {"id": "k", "type": 0, "kernel": "_Z3usePf",
+                                                                        "args": [BUF]},
+                      {"id": "f", "type": 11, "ptr": BUF}], "edges": [["a", "k"], ["k", "f"]]}
+    r = run(*streams(P), ("cudaStreamBeginCapture", {"stream": P}), alloc(P), kernel("use", P, BUF), free(P),
+            ("cudaStreamEndCapture", {"stream": P, "graph": "g"}), ("cudaGraphInstantiate", {"exec": "x", "nodes": dump}),
+            ("cudaGraphLaunch", {"exec": "x", "stream": P}))
+    assert r.all_buffers == [] and r.problems() == []
+    g = calls.Graph(r.graphs["x"])
+    assert g.problems() == [] and [n["id"] for n in g.kernels("use")] == ["k"]
+    dump["edges"] = [["a", "k"], ["a", "f"]]  # the free does not wait for the kernel
+    assert [p[0] for p in calls.Graph(dump).problems()] == ["after its free"]
+
+
+@pytest.mark.parametrize("symbol, name", [("_Z7consumePKiPiijP6Stamps", "consume"),
+                                          ("_ZN6course4spinEyPy", "course::spin"), ("plain", "plain")])
+def test_kernel_names(symbol, name):
+    assert calls.kernel_name(symbol) == name
+
+
+def test_a_record_cut_short_is_read_up_to_the_cut():
+    text = json.dumps(record(alloc(P))[0]) + "\n{\"seq\": 1, \"t\""
+    assert [c["call"] for c in calls.parse(text)] == ["cudaMallocAsync"]
