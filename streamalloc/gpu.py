@@ -7,6 +7,8 @@ on a GPU machine; STREAMALLOC_MODE=live makes a missing GPU an error (LiveWithou
 The toolkit must match the driver: the driver's CUDA version is read (CuPy, nvidia-smi, or libcuda itself)
 before anything is built, and toolkit_problem() says when an nvcc builds programs this driver cannot run.
 STREAMALLOC_ARCH (for example compute_75) overrides the architecture programs are built for.
+other_compute_processes() says how many other processes compute on the same GPU (NVML, else nvidia-smi): a
+lesson's banner and a lab's speed finding say when the GPU is shared.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 CUDA_DEV_ATTR_MEMORY_POOLS_SUPPORTED = 115  # cudaDevAttrMemoryPoolsSupported
 
@@ -334,3 +337,106 @@ def decide(machine: Machine, forced: str | None = None) -> Mode:
     if forced == "live":
         raise LiveWithoutGPU(f"STREAMALLOC_MODE=live was set, but {mode.reason}; unset it to replay recordings")
     return mode
+
+
+# -- sharing the GPU --------------------------------------------------------------------------------------------
+SMI_TIMEOUT = 5  # seconds: nvidia-smi answers in well under one; a hung driver must not hang a lesson
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _bus(bus_id) -> str:
+    """A PCI bus id in one spelling: CuPy's 0000:3B:00.0 and NVML's 00000000:3B:00.0 are both 0000:3b:00.0."""
+    parts = _text(bus_id).strip().lower().split(":")
+    return f"{int(parts[0] if len(parts) == 3 else '0', 16):04x}:{':'.join(parts[-2:])}"
+
+
+def _smi(smi: str, query: str) -> list[list[str]]:
+    done = subprocess.run([smi, query, "--format=csv,noheader"], capture_output=True, text=True, timeout=SMI_TIMEOUT,
+                          check=True)
+    return [[f.strip() for f in line.split(",")] for line in done.stdout.splitlines() if line.strip()]
+
+
+def _gpus_and_apps():
+    """([(uuid, PCI bus id)] of the machine's GPUs, [(pid, uuid)] of the compute processes on them), from NVML (the
+    pynvml module of nvidia-ml-py) where it imports, else from nvidia-smi; None where neither answers."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            gpus, apps = [], []
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                uuid = _text(pynvml.nvmlDeviceGetUUID(h))
+                gpus.append((uuid, _text(pynvml.nvmlDeviceGetPciInfo(h).busId)))
+                apps += [(int(p.pid), uuid) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
+            return gpus, apps
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # not installed, no driver, an NVMLError: nvidia-smi may still answer
+        pass
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        gpus = [(row[0], row[1]) for row in _smi(smi, "--query-gpu=uuid,pci.bus_id") if len(row) == 2]
+        apps = [(int(row[0]), row[1]) for row in _smi(smi, "--query-compute-apps=pid,gpu_uuid")
+                if len(row) == 2 and row[0].isdigit()]
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (gpus, apps) if gpus else None
+
+
+def _this_gpu(gpus) -> str | None:
+    """Of the machine's GPUs [(uuid, PCI bus id)], the uuid of the one the course computes on (CUDA's device 0 as this
+    process sees them), or None where that cannot be told: by its bus id where CuPy is already imported (a lesson's
+    kernel, after the probe), else by CUDA_VISIBLE_DEVICES naming a GPU's uuid, else the machine's only GPU."""
+    cupy = sys.modules.get("cupy")
+    try:
+        bus = _bus(cupy.cuda.runtime.deviceGetPCIBusId(0)) if cupy else None
+    except Exception:
+        bus = None
+    if bus:
+        return next((uuid for uuid, b in gpus if _bus(b) == bus), None)
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if first.startswith("GPU-"):
+        return next((uuid for uuid, _ in gpus if uuid.startswith(first)), None)
+    return gpus[0][0] if len(gpus) == 1 and not first.startswith("MIG-") else None
+
+
+def _family(pid: int) -> set[int]:
+    """pid and every process below it, from /proc (just pid where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p not in found:
+            found.add(p)
+            todo += children.get(p, [])
+    return found
+
+
+def other_compute_processes() -> int | None:
+    """How many other processes compute on this process's GPU: NVML's (or nvidia-smi's) compute processes on it, less
+    this process and those it started. None where it cannot tell: no NVML and no nvidia-smi, an error, a GPU it cannot
+    tell apart from the machine's others, or process ids from another namespace (in a container, NVML may name this
+    very process by the host's id)."""
+    found = _gpus_and_apps()
+    ours = _this_gpu(found[0]) if found else None
+    if ours is None:
+        return None
+    listed = {pid for pid, uuid in found[1] if uuid == ours}
+    mine = _family(os.getpid())
+    others = listed - mine
+    if not listed & mine and any(not os.path.exists(f"/proc/{pid}") for pid in others):
+        return None
+    return len(others)

@@ -6,6 +6,11 @@ under build/executed/outside/): the runner never writes over a notebook, nor out
 mode, passed, failed or not measured, seconds, the error or why it was not measured, and a note) is printed and
 written, whole or not at all, to build/summary.json and build/summary.md.
 
+A lab the learner edited (edited_lab) is judged by its check: "solved" only where the check passed ("All checks
+passed." or "Passed, with a note"), "in progress" with the check's first finding where it raised LabIncomplete, "not
+verified" with what it could not verify where it passed only what could be checked here. The console and the summary
+show that word; the row's "result" stays "passed" (the notebook ran as intended), its word is in "lab".
+
 A notebook is "not measured" when it needs more GPUs than there are and no recording made on that many exists
 (05b: it reports NotYetRecorded); it did not fail, and it was not verified. SIGTERM and SIGHUP stop a run as
 SIGINT does: the kernels are interrupted (a build in progress stops nvcc's process group and removes its
@@ -174,6 +179,33 @@ def notebook_findings(path: Path, solved_ok: bool = False) -> tuple[str, str]:
     return "", "; ".join(notes)[:400]
 
 
+SOLVED, IN_PROGRESS, UNVERIFIED = "solved", "in progress", "not verified"  # an edited lab's word (lab_outcome)
+PASSED = ("All checks passed.", "Passed, with a note")  # how Report.finish starts a verdict that passed
+
+
+def lab_outcome(path: Path) -> tuple[str, str]:
+    """An executed lab's check, in a word and its first finding: (SOLVED, ''), (IN_PROGRESS, the first thing still
+    wrong), (UNVERIFIED, what it could not verify here), or ('', '') where no check ran."""
+    import nbformat
+
+    for _, cell in source_cells(nbformat.read(str(path), as_version=4)):
+        if cell.cell_type != "code" or cell.metadata.get("expected_exception") != "LabIncomplete" \
+                or cell.get("execution_count") is None:
+            continue
+        outputs = cell.get("outputs", [])
+        text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream").splitlines()
+        error = next((o for o in outputs if o.get("output_type") == "error"), None)
+        if error is not None:
+            wrong = next((m[1] for ln in text if (m := re.match(r"^  WRONG +(\S.*)$", ln))), None)
+            first = (str(error.get("evalue", "")).strip().splitlines() or [""])[0]
+            return IN_PROGRESS, (wrong or first or error.get("ename", "the check raised"))[:300]
+        if any(ln.strip().startswith(PASSED) for ln in text):
+            return SOLVED, ""
+        said = next((ln.strip() for ln in text if ln.startswith("Passed what could be checked")), "")
+        return UNVERIFIED, (said or "the check raised nothing and printed no verdict")[:300]
+    return "", ""
+
+
 def running_cell(path: Path) -> str:
     """The cell that was running when a notebook stopped (numbered as in the source notebook), or 'a cell'."""
     import nbformat
@@ -314,9 +346,12 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
                 result = NOT_MEASURED
             rows.append({"notebook": str(rel), "mode": "replay" if replayed else mode.name, "result": result,
                          "seconds": round(time.perf_counter() - t0, 1), "error": error, "note": note})
-            said = (": " + error) if error else (" (with something not checked here: the summary says what)" if note else "")
-            shown = "solved" if solved and result == "passed" else result
-            print(f"    {shown} in {rows[-1]['seconds']} s{said}", flush=True)
+            if solved and result == "passed":  # the learner's lab: its check's verdict, not "passed"
+                rows[-1]["lab"], rows[-1]["finding"] = lab_outcome(out)
+            finding = rows[-1].get("finding", "")
+            said = (": " + (error or finding)) if error or finding else (
+                " (with something not checked here: the summary says what)" if note else "")
+            print(f"    {shown(rows[-1])} in {rows[-1]['seconds']} s{said}", flush=True)
     finally:
         kernels.close()
     return rows
@@ -482,11 +517,20 @@ def md_cell(value) -> str:
     return "<br>".join(line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
 
+def shown(row: dict) -> str:
+    """A row's word, the same on the console and in the summary: an edited lab's (solved, in progress, not verified),
+    else its result."""
+    return row.get("lab") or row["result"]
+
+
 def counts(rows: list[dict]) -> str:
-    """'20 passed, 0 failed, 1 not measured (notebooks/05b_two_gpus.ipynb: needs 2 GPUs ...)'."""
+    """'20 passed, 1 solved, 1 in progress, 0 failed, 1 not measured (notebooks/05b_two_gpus.ipynb: needs 2 GPUs ...)'."""
     passed = sum(r["result"] == "passed" for r in rows)
     unmeasured = [r for r in rows if r["result"] == NOT_MEASURED]
-    line = f"{passed} passed, {len(rows) - passed - len(unmeasured)} failed"
+    labs = [shown(r) for r in rows if r["result"] == "passed" and r.get("lab")]
+    line = ", ".join([f"{passed - len(labs)} passed"] + [f"{labs.count(w)} {w}" for w in (SOLVED, IN_PROGRESS,
+                                                                                           UNVERIFIED) if w in labs])
+    line += f", {len(rows) - passed - len(unmeasured)} failed"
     if unmeasured:
         line += f", {len(unmeasured)} {NOT_MEASURED} (" + "; ".join(
             f"{r['notebook']}: {r['error'] or 'needs more GPUs'}" for r in unmeasured) + ")"
@@ -497,9 +541,10 @@ def write_summary(rows: list[dict], where: Path) -> str:
     """Print the summary and write summary.json and summary.md, each whole or not at all."""
     from .replay import write_atomically
 
-    head = "| notebook | mode | result | seconds | error |\n|---|---|---|---|---|\n"
-    md = head + "".join("| " + " | ".join(md_cell(r[k]) for k in ("notebook", "mode", "result", "seconds", "error"))
-                        + " |\n" for r in rows)
+    head = "| notebook | mode | result | seconds | error, or the lab's first finding |\n|---|---|---|---|---|\n"
+    md = head + "".join("| " + " | ".join(md_cell(v) for v in (r["notebook"], r["mode"], shown(r), r["seconds"],
+                                                                 r["error"] or r.get("finding", ""))) + " |\n"
+                        for r in rows)
     md += f"\n{counts(rows)}\n"
     notes = [f"- {r['notebook']}: {r['note']}" for r in rows if r.get("note")]
     if notes:

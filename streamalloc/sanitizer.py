@@ -5,10 +5,14 @@
     report = sa.sanitizer.parse(res.data)
     report.errors, report.kind, report.location, report.function, report.located, report.shortened()
 
-The sanitizer runs a lesson's built program in a subprocess with a timeout (streamalloc.cuda.run). A
-non-zero exit status (its --error-exitcode, or the program failing under it) is an answer, not an error:
-the report is kept. What it printed is recorded like any measurement, so replay shows the report made on
-a GPU, and the parsing here reads it again.
+The sanitizer runs a lesson's built program in a subprocess with a timeout (streamalloc.cuda.run). It writes its
+report to a file in a temporary folder of the course's (--log-file), and the report is read from there alone: what
+the program prints (its output, kept apart) can never pass for the report, a forged "ERROR SUMMARY: 0 errors" line
+included. A non-zero exit status (its --error-exitcode, or the program failing under it) is an answer, not an
+error: the report is kept, and found_errors() counts that exit status as an error too. The report, the program's
+output and the exit status are recorded like any measurement, so replay shows the report made on a GPU, and the
+parsing here reads it again. A recording made before the report had a file of its own (no "report" key) holds the
+report within the output, and is read from there.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,22 +88,38 @@ def _clip(text: str) -> str:
 
 
 def run(exe, args=(), tool_args=STREAM_ORDER_RACES, timeout: float = 300) -> dict:
-    """Run a built program under compute-sanitizer; what it printed, its exit status and the command, JSON-able.
+    """Run a built program under compute-sanitizer: its report (the file it wrote), what the program printed, the
+    exit status and the command, JSON-able.
 
     Raises SanitizerNotFound, or ProgramTimedOut when it runs past the timeout (killed with its children).
     """
     sanitizer = require()
     args, tool_args = [str(a) for a in args], [str(a) for a in tool_args]
     t0 = time.perf_counter()
-    try:
-        done = cuda.run(sanitizer, [*tool_args, str(exe), *args], timeout=timeout, name="compute-sanitizer")
-        stdout, stderr, status = done.stdout, done.stderr, 0
-    except ProgramFailed as e:  # its --error-exitcode, or the program failed under it: the report says which
-        stdout, stderr, status = e.stdout, e.stderr, e.returncode
+    with tempfile.TemporaryDirectory(prefix="streamalloc-sanitizer-") as folder:
+        log = Path(folder) / "report.txt"
+        try:
+            done = cuda.run(sanitizer, ["--log-file", str(log), *tool_args, str(exe), *args], timeout=timeout,
+                            name="compute-sanitizer")
+            stdout, stderr, status = done.stdout, done.stderr, 0
+        except ProgramFailed as e:  # its --error-exitcode, or the program failed under it: the report says which
+            stdout, stderr, status = e.stdout, e.stderr, e.returncode
+        report = log.read_text(errors="replace") if log.is_file() else ""
     output = stdout if not stderr else stdout.rstrip("\n") + "\n" + stderr
     return {"command": " ".join(["compute-sanitizer", *tool_args, cuda.program_name(exe), *args]),
             "version": version(sanitizer), "returncode": status, "seconds": time.perf_counter() - t0,
-            "output": _clip(output)}
+            "report": _clip(report), "output": _clip(output)}
+
+
+def error_exitcode(tool_args) -> int | None:
+    """The exit status compute-sanitizer gives when it finds an error (`--error-exitcode N`), or None."""
+    tool_args = [str(a) for a in tool_args]
+    for i, a in enumerate(tool_args):
+        if a == "--error-exitcode" and i + 1 < len(tool_args):
+            return int(tool_args[i + 1])
+        if a.startswith("--error-exitcode="):
+            return int(a.split("=", 1)[1])
+    return None
 
 
 def measure(lesson, file, args=(), tool_args=STREAM_ORDER_RACES, name: str = "sanitizer", timeout: float = 300,
@@ -148,11 +169,11 @@ API_ERROR = re.compile(r"Program hit (?P<error>\w+) \(error \d+\) due to .* on C
 class Report:
     """What compute-sanitizer said about one run."""
 
-    output: str
+    output: str  # what the program printed (with the report in it, in a recording made before --log-file)
     returncode: int | None = None
     command: str = ""
     version: str = ""
-    errors: int | None = None  # from "ERROR SUMMARY: N errors"; None if it printed no summary
+    errors: int | None = None  # from the report's last "ERROR SUMMARY: N errors"; None if it has no summary
     summary: str | None = None  # that line, as printed
     blocks: list = dataclasses.field(default_factory=list)  # every error, as error_blocks() gives them
     kind: str | None = None  # the first error's header ("Use-before-alloc on allocation of size ...", ...)
@@ -162,6 +183,18 @@ class Report:
     location: str | None = None  # "file.cu:line", if the report gives one
     function: str | None = None  # the kernel or function it names
     located: str | None = None  # the header of the error they come from (kind's, or a later one's)
+    report: str = ""  # the sanitizer's own report: the file it wrote (the output, in an older recording)
+    from_file: bool = False  # the report is that file (run() since --log-file), not read out of the output
+
+    def found_errors(self, error_exitcode: int | None = None) -> bool | None:
+        """Did compute-sanitizer find an error? Its report counts more than 0, or it exited with `error_exitcode`
+        (its --error-exitcode, 99 in the labs' checks): True. Its report counts 0 and the exit status is another:
+        False. No summary and another exit status: None, it cannot tell. The exit status counts where the report
+        is the sanitizer's own file; an older recording (the course's own run, recorded on a GPU) is read by its
+        summary, as it was."""
+        if self.errors or (self.from_file and error_exitcode is not None and self.returncode == error_exitcode):
+            return True
+        return None if self.errors is None else False
 
     def expected_api_errors(self, expected: dict) -> list[str]:
         """The reported errors that are API calls failing as the program expects ({call: error}, e.g. a query an
@@ -204,7 +237,8 @@ class Report:
         return f"{self.kind}; then {self.located}{self.where()}"
 
     def tail(self, n: int = 8) -> str:
-        return "\n".join(self.output.strip().splitlines()[-n:])
+        """The report's last lines (the program's, where the report is empty)."""
+        return "\n".join((self.report.strip() or self.output.strip()).splitlines()[-n:])
 
     @property
     def records(self) -> Records:
@@ -213,12 +247,17 @@ class Report:
 
 
 def parse(run_or_output) -> Report:
-    """Read a report: from what run() returns (or its recording), or from the sanitizer's output text."""
+    """Read a report: from what run() returns (or its recording), or from the sanitizer's report text.
+
+    The report is data["report"], the file compute-sanitizer wrote; never the program's output, unless the data
+    has no report of its own (a recording made before --log-file, or text given), which then holds it. The last
+    summary line counts: the sanitizer writes its summary after the program has ended."""
     data = run_or_output if isinstance(run_or_output, dict) else {"output": run_or_output}
-    text = data["output"]
-    m = re.search(rf"^{LINE} ERROR SUMMARY: (\d+) errors?.*$", text, re.M)
-    report = Report(text, data.get("returncode"), data.get("command", ""), data.get("version", ""),
-                    int(m[1]) if m else None, m[0].rstrip() if m else None, error_blocks(text))
+    text = data["report"] if "report" in data else data["output"]
+    m = ([None] + list(re.finditer(rf"^{LINE} ERROR SUMMARY: (\d+) errors?.*$", text, re.M)))[-1]
+    report = Report(data["output"], data.get("returncode"), data.get("command", ""), data.get("version", ""),
+                    int(m[1]) if m else None, m[0].rstrip() if m else None, error_blocks(text), report=text,
+                    from_file="report" in data)
     if not report.blocks:
         return report
     report.kind = report.blocks[0][0][len(LINE):].strip()

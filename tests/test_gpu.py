@@ -199,3 +199,75 @@ def test_the_cupy_package_is_the_one_that_holds_the_module_python_imports(tmp_pa
     monkeypatch.setattr(sys, "path", [str(both), *sys.path])
     importlib.invalidate_caches()
     assert gpu._cupy_package("12.9") == "cupy-cuda12x" and gpu._cupy_package("13.2") == "cupy-cuda13x"
+
+
+# -- other processes on this GPU ----------------------------------------------------------------------------------
+import types  # noqa: E402
+
+TWO_GPUS = "GPU-aaa, 00000000:3B:00.0\nGPU-bbb, 00000000:86:00.0"
+
+
+@pytest.fixture
+def smi_say(tmp_path, monkeypatch):
+    """nvidia-smi answering the two queries with the given lines; no NVML, no CuPy (no bus id from CUDA)."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def say(gpus, apps, status=0):
+        (tmp_path / "gpus").write_text(gpus + "\n")
+        (tmp_path / "apps").write_text(apps + "\n" if apps else "")
+        monkeypatch.setenv("PATH", str(fake_bin(tmp_path, **{"nvidia-smi": (
+            f"#!/bin/sh\ncase \"$1\" in\n--query-gpu=uuid,pci.bus_id) /bin/cat {tmp_path}/gpus ;;\n"
+            f"--query-compute-apps=pid,gpu_uuid) /bin/cat {tmp_path}/apps ;;\n*) exit 9 ;;\nesac\nexit {status}\n")})))
+    return say
+
+
+def test_other_compute_processes_leaves_out_this_process_and_its_children(smi_say):
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        # this process, its child, and two others (pid 1 and this process's parent, neither below this one)
+        smi_say("GPU-aaa, 00000000:3B:00.0", "\n".join(f"{p}, GPU-aaa" for p in (os.getpid(), child.pid, 1,
+                                                                                    os.getppid())))
+        assert gpu.other_compute_processes() == 2
+        smi_say("GPU-aaa, 00000000:3B:00.0", f"{os.getpid()}, GPU-aaa\n{child.pid}, GPU-aaa")
+        assert gpu.other_compute_processes() == 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_only_this_gpus_processes_count_and_an_unknown_gpu_is_none(smi_say, monkeypatch):
+    smi_say(TWO_GPUS, f"1, GPU-bbb\n{os.getppid()}, GPU-aaa")
+    assert gpu.other_compute_processes() is None  # two GPUs, and nothing says which one is this process's
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbb")
+    assert gpu.other_compute_processes() == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(
+        deviceGetPCIBusId=lambda device: "0000:3B:00.0")))
+    monkeypatch.setitem(sys.modules, "cupy", fake)  # CUDA's device 0 is the GPU at 3B:00.0: GPU-aaa
+    assert gpu.other_compute_processes() == 1
+
+
+def test_other_compute_processes_is_none_where_it_cannot_tell(smi_say, monkeypatch, tmp_path):
+    smi_say("GPU-aaa, 00000000:3B:00.0", "1, GPU-aaa", status=6)  # nvidia-smi fails
+    assert gpu.other_compute_processes() is None
+    smi_say("GPU-aaa, 00000000:3B:00.0", "999999999, GPU-aaa")  # an id this namespace does not have (a container)
+    assert gpu.other_compute_processes() is None
+    smi_say("GPU-aaa, 00000000:3B:00.0", "")
+    assert gpu.other_compute_processes() == 0
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no nvidia-smi, no NVML
+    assert gpu.other_compute_processes() is None
+
+
+def test_nvml_is_asked_first(monkeypatch):
+    procs = [types.SimpleNamespace(pid=1, usedGpuMemory=1), types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=1)]
+    nvml = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 1,
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetUUID=lambda h: b"GPU-aaa",
+        nvmlDeviceGetPciInfo=lambda h: types.SimpleNamespace(busId=b"00000000:3B:00.0"),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: procs)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert gpu.other_compute_processes() == 1

@@ -322,3 +322,71 @@ def test_sigterm_during_a_build_stops_nvcc_and_leaves_no_temporary_folder_or_soc
     left = list(tmp.glob("streamalloc-kernels-*"))
     shutil.rmtree(tmp, ignore_errors=True)
     assert not left, "the kernels' socket folder is left"
+
+
+# -- an edited lab's word: solved only where its check passed -----------------------------------------------------
+CHECKLIST = "print('Lab 9: a test lab\\n  ok     it compiles\\n  WRONG  buf is never freed: free it after the loop')"
+
+
+def edited_lab(path, check_source):
+    """A lab as a learner leaves it: generated (a cells_sha256 in its metadata) and edited since (the hash differs),
+    with a check cell that must raise LabIncomplete while unsolved."""
+    notebook(path, [("x = 1", []), (check_source, ["check", "raises-exception"])])
+    nb = nbformat.read(str(path), as_version=4)
+    nb.metadata["streamalloc"] = {"cells_sha256": "not these cells"}
+    nb.cells[-1].metadata["expected_exception"] = "LabIncomplete"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_an_edited_lab_is_solved_only_where_its_check_passed(tmp_path, monkeypatch, capsys):
+    """The console and summary.md use one word: "in progress" with the first thing still wrong where the check raised
+    LabIncomplete, "solved" where it printed a verdict that passed, "not verified" where it passed only what it could
+    check here; the rows still count as run as intended (the exit status does not change)."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    raising = edited_lab(tmp_path / "lab_a.ipynb", CHECKLIST + "\nclass LabIncomplete(Exception): pass\n"
+                         "raise LabIncomplete('1 thing(s) still wrong: buf is never freed: free it after the loop')")
+    solved = edited_lab(tmp_path / "lab_b.ipynb", "print('Lab 9\\n  ok  it compiles\\n\\nAll checks passed.')")
+    noted = edited_lab(tmp_path / "lab_c.ipynb", "print('Lab 9\\n  note  x\\n\\nPassed, with a note: x')")
+    partly = edited_lab(tmp_path / "lab_d.ipynb", "print('Lab 9\\n\\nPassed what could be checked here; not verified "
+                                                  "without a GPU: the speed.')")
+    rows = runner.run([raising, solved, noted, partly], out_dir=tmp_path / "out" / "executed", progress=False, jobs=1)
+    assert [(r["result"], r.get("lab")) for r in rows] == [("passed", "in progress"), ("passed", "solved"),
+                                                           ("passed", "solved"), ("passed", "not verified")], rows
+    assert rows[0]["finding"] == "buf is never freed: free it after the loop" and rows[1]["finding"] == ""
+    assert rows[3]["finding"].startswith("Passed what could be checked here; not verified without a GPU")
+    out = capsys.readouterr().out
+    assert "    in progress in " in out and "s: buf is never freed: free it after the loop" in out
+    assert out.count("    solved in ") == 2 and "    not verified in " in out
+    md = (tmp_path / "out" / "summary.md").read_text()
+    table = {line.split(" | ")[0].strip("| ").split("/")[-1]: line.split(" | ")[2] for line in md.splitlines()
+             if line.startswith("| ") and ".ipynb" in line}
+    assert table == {"lab_a.ipynb": "in progress", "lab_b.ipynb": "solved", "lab_c.ipynb": "solved",
+                     "lab_d.ipynb": "not verified"}, md
+    assert "0 passed, 2 solved, 1 in progress, 1 not verified, 0 failed" in md and " passed |" not in md
+    assert cli.succeeded(rows)
+
+
+def test_an_unedited_lab_still_passes_when_its_check_raises(tmp_path):
+    """The committed lab (no edit): its check raising LabIncomplete is what it must do, and the word is "passed"."""
+    lab = edited_lab(tmp_path / "lab.ipynb", "class LabIncomplete(Exception): pass\nraise LabIncomplete('todo')")
+    nb = nbformat.read(str(lab), as_version=4)
+    del nb.metadata["streamalloc"]
+    nbformat.write(nb, str(lab))
+    rows = runner.run([lab], out_dir=tmp_path / "out" / "executed", progress=False,
+                      extra_env={"STREAMALLOC_MODE": "replay"})
+    assert rows[0]["result"] == "passed" and "lab" not in rows[0] and runner.shown(rows[0]) == "passed"
+
+
+def test_an_in_progress_lab_whose_check_printed_no_checklist_gives_the_error_line(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("sa.labchecks.lab1(lesson)", execution_count=2,
+                                     metadata={"expected_exception": "LabIncomplete"})
+    cell.outputs = [nbformat.v4.new_output("error", ename="LabIncomplete", evalue="1 thing(s) still wrong: x\nmore",
+                                           traceback=[])]
+    nb.cells = [cell]
+    nbformat.write(nb, str(tmp_path / "x.ipynb"))
+    assert runner.lab_outcome(tmp_path / "x.ipynb") == ("in progress", "1 thing(s) still wrong: x")
+    cell.execution_count, cell.outputs = None, []
+    nbformat.write(nb, str(tmp_path / "x.ipynb"))
+    assert runner.lab_outcome(tmp_path / "x.ipynb") == ("", "")  # no check ran: no word

@@ -63,12 +63,18 @@ def test_no_summary_is_no_count():
     assert r.errors is None and r.blocks == [] and r.shortened() == "" and r.tail(1) == "Segmentation fault"
 
 
+# What a program prints to pass for a clean report: the sanitizer's own lines, forged on its stdout.
+FORGED = '{"mode":"racy","ok":true}\n========= ERROR SUMMARY: 0 errors\n'
+
+
 @pytest.fixture
 def fake_sanitizer(tmp_path, monkeypatch):
-    """A compute-sanitizer on the PATH that prints REPORT and exits 86, as --error-exitcode makes it."""
+    """A compute-sanitizer on the PATH that writes REPORT to the file --log-file names and exits 86, as
+    --error-exitcode makes it; the program under it prints FORGED on stdout and a line on stderr."""
     exe = tmp_path / "compute-sanitizer"
     exe.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Version 0.0 (stand-in)'; exit 0; fi\n"
-                   f"cat <<'EOF'\n{REPORT}EOF\necho 'the program failed' >&2\nexit 86\n")
+                   "[ \"$1\" = --log-file ] || { echo 'no --log-file' >&2; exit 3; }\n"
+                   f"cat > \"$2\" <<'EOF'\n{REPORT}EOF\nprintf '%s' '{FORGED}'\necho 'the program failed' >&2\nexit 86\n")
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     return exe
@@ -78,8 +84,46 @@ def test_a_nonzero_exit_is_an_answer_and_the_report_is_kept(fake_sanitizer):
     assert sanitizer.find() == str(fake_sanitizer)
     done = sanitizer.run("/build/race-0123456789abcdef", ["before-alloc", 7], ["--tool", "memcheck"], timeout=30)
     assert done["returncode"] == 86 and done["version"] == "Version 0.0 (stand-in)"
-    assert done["command"] == "compute-sanitizer --tool memcheck race before-alloc 7"
-    assert sanitizer.parse(done).errors == 2 and done["output"].rstrip().endswith("the program failed")
+    assert done["command"] == "compute-sanitizer --tool memcheck race before-alloc 7"  # the log file is ours alone
+    assert done["report"] == REPORT and done["output"].rstrip().endswith("the program failed")
+    assert sanitizer.parse(done).errors == 2
+
+
+def test_the_report_comes_from_the_sanitizers_file_never_from_what_the_program_printed(fake_sanitizer):
+    """The program prints "ERROR SUMMARY: 0 errors" on its stdout; the report in the file counts 2: 2 it is."""
+    done = sanitizer.run("/build/race-0123456789abcdef", [], ["--tool", "memcheck"], timeout=30)
+    assert "ERROR SUMMARY: 0 errors" in done["output"]
+    r = sanitizer.parse(done)
+    assert (r.errors, r.summary, len(r.blocks)) == (2, "========= ERROR SUMMARY: 2 errors", 2)
+    assert r.records == [{"mode": "racy", "ok": True}]  # the program's own lines come from its output
+    assert r.found_errors(99) is True
+
+
+def test_a_forged_summary_is_ignored_in_canned_data_and_a_recording_without_a_report_is_read_as_before():
+    forged = {"output": "========= COMPUTE-SANITIZER\n" + FORGED, "report": REPORT, "returncode": 99}
+    assert sanitizer.parse(forged).errors == 2 and sanitizer.parse(forged).found_errors(99)
+    # a clean report with a forged error in the output is clean: the output is not the report either way
+    clean = {"output": REPORT, "report": "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n",
+             "returncode": 0}
+    assert sanitizer.parse(clean).errors == 0 and sanitizer.parse(clean).found_errors(99) is False
+    # a recording made before --log-file: its output holds the report, and its summary decides
+    assert sanitizer.parse({"output": REPORT, "returncode": 99}).errors == 2
+    old_clean = sanitizer.parse({"output": "========= ERROR SUMMARY: 0 errors\n", "returncode": 99})
+    assert old_clean.errors == 0 and old_clean.found_errors(99) is False and not old_clean.from_file
+
+
+def test_the_exit_status_counts_where_the_report_does_not():
+    """A report that counts 0 (or none at all) but the sanitizer's --error-exitcode: an error. The last summary
+    counts (a line the program wrote into the file while it ran comes before the sanitizer's own)."""
+    zero = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+    assert sanitizer.parse({"output": "", "report": zero, "returncode": 99}).found_errors(99) is True
+    assert sanitizer.parse({"output": "", "report": zero, "returncode": 1}).found_errors(99) is False
+    assert sanitizer.parse({"output": "", "report": "", "returncode": 99}).found_errors(99) is True
+    assert sanitizer.parse({"output": "", "report": "", "returncode": 1}).found_errors(99) is None
+    late = sanitizer.parse({"output": "", "report": zero + "========= ERROR SUMMARY: 3 errors\n", "returncode": 99})
+    assert late.errors == 3
+    assert sanitizer.error_exitcode(["--tool", "memcheck", "--error-exitcode", 99]) == 99
+    assert sanitizer.error_exitcode(["--error-exitcode=7"]) == 7 and sanitizer.error_exitcode(["--tool", "x"]) is None
 
 
 def test_no_sanitizer_says_what_to_install(monkeypatch):
@@ -104,3 +148,30 @@ def test_calls_that_fail_on_purpose_are_told_apart_from_memory_errors():
     assert report.expected_api_errors({"cudaMemPoolGetAttribute": "cudaErrorInvalidValue"}) == [
         "cudaMemPoolGetAttribute -> cudaErrorInvalidValue"]  # the other one still counts as an error
     assert report.expected_api_errors({"cudaMemPoolGetAttribute": "cudaErrorNotSupported"}) == []
+
+
+def sanitized(monkeypatch, data):
+    """The marks a lab check gives a run under the sanitizer with the labs' --error-exitcode 99, whose data is `data`."""
+    from streamalloc import checks
+    from streamalloc.lesson import Result
+
+    monkeypatch.setattr(sanitizer, "measure", lambda *a, **k: Result("sanitizer", [], "", "", 0.1, False, "canned",
+                                                                     {"command": "compute-sanitizer race", **data}))
+    report = checks.Report("t")
+    report.sanitize("race.cu", tool_args=[*sanitizer.STREAM_ORDER_RACES, "--error-exitcode", "99"],
+                    clean="no stream-ordered race")
+    return report.marks
+
+
+def test_a_check_is_not_fooled_by_a_forged_summary_and_heeds_the_exit_status(monkeypatch):
+    (mark, text), = sanitized(monkeypatch, {"output": FORGED, "report": REPORT, "returncode": 99})
+    assert mark == "WRONG" and text.startswith("compute-sanitizer found 2 error(s)")
+    zero = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+    (mark, text), = sanitized(monkeypatch, {"output": "", "report": zero, "returncode": 99})
+    assert mark == "WRONG" and "exited with status 99" in text and "counts 0" in text
+    (mark, text), = sanitized(monkeypatch, {"output": "", "report": "", "returncode": 99})
+    assert mark == "WRONG" and "counts none" in text
+    (mark, text), = sanitized(monkeypatch, {"output": "", "report": "", "returncode": 1})
+    assert mark == "not verified" and "wrote no error summary" in text
+    assert sanitized(monkeypatch, {"output": REPORT, "report": zero, "returncode": 0}) == [
+        ("ok", "compute-sanitizer finds no stream-ordered race: 0 errors (compute-sanitizer race; canned)")]

@@ -1,6 +1,8 @@
 """What the labs' checks share."""
 from __future__ import annotations
 
+from .. import gpu, measure
+
 SYNCS = ["cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"]  # host waits
 MiB = 1 << 20
 
@@ -20,26 +22,62 @@ def show(table_rows, label, **kwargs):
     display(plots.Table(table_rows, label, **kwargs))
 
 
-def within_limit(original: float, limit: float, of_limit: float, of_loss: float) -> float:
+def _repeats(values) -> list[float]:
+    """Repeated timings as a list (a single number is one repeat)."""
+    return [float(v) for v in values] if isinstance(values, (list, tuple)) else [float(values)]
+
+
+def within_limit(original, limit, of_limit: float, of_loss: float) -> float:
     """The time per iteration allowed above the limit: the larger of a share of the limit and a share of what
     the original loses (its time minus the limit's). Both are measured in the same program on the GPU at hand,
-    so the allowance scales with the GPU (a T4's kernels are slower, an H100's host overhead dominates)."""
+    so the allowance scales with the GPU (a T4's kernels are slower, an H100's host overhead dominates). Each is a
+    time or its repeats (their medians count)."""
+    original, limit = (measure.med(_repeats(v)) for v in (original, limit))
     return max(of_limit * limit, of_loss * (original - limit))
 
 
-def judge_speed(report, original: float, limit: float, yours: float, allowed: float, min_speedup: float,
-                figures: str, slow: str, baseline: str = "the original") -> None:
-    """The speed target: at most limit + allowed, and min_speedup times faster than the original. Time decides only
-    where it can: when the original itself is not min_speedup times slower than the target (the GPU's work hides
-    what the host or the pool costs: a slow GPU, or one shared with other work), a right answer and a wrong one take
-    about the same time, so the speed is said to be unverified on this run, and the other findings decide."""
-    target = limit + allowed
-    if original < min_speedup * target:
-        report.unverified("the speed", f"{figures}. Here {baseline} itself takes only {original / target:.2f}× the "
-                                       f"target, short of the {min_speedup:g}× that would tell a right answer from a "
-                                       "wrong one: the GPU's work hides the difference on this run")
+def shared_gpu(report) -> str:
+    """Live, on a GPU that other processes compute on: a sentence that says so ('' otherwise, or where it cannot
+    tell)."""
+    n = gpu.other_compute_processes() if getattr(report.lesson, "live", False) else None
+    return f"This GPU is shared with {n} other process{'es' if n != 1 else ''}: timings are noisier. " if n else ""
+
+
+def judge_speed(report, original, limit, yours, allowed: float, min_speedup: float, figures: str, slow: str,
+                baseline: str = "the original") -> None:
+    """The speed target: at most limit + allowed, and min_speedup times faster than the original. `original`, `limit`
+    and `yours` are each a loop's repeated timings (µs per iteration); the medians are compared.
+
+    Time decides only where it can. When the original itself is not min_speedup times slower than the target (the
+    GPU's work hides what the host or the pool costs: a slow GPU, or one shared with other work), a right answer and
+    a wrong one take about the same time: the speed is unverified on this run, and the other findings decide. Yours
+    misses the target by more than the spread of the repeats (the interquartile range of yours plus that of the loop
+    that sets the target): WRONG. By less, or on a GPU that other processes compute on (their work can slow every
+    repeat alike): the noise could have decided it, so the speed is unverified, with the figures, never wrong."""
+    o, lim, y = (measure.summary(_repeats(v)) for v in (original, limit, yours))
+    by_limit, by_speedup = lim["median"] + allowed, o["median"] / min_speedup
+    target = min(by_limit, by_speedup)
+    spread = y["p75"] - y["p25"] + (lim["p75"] - lim["p25"] if by_limit <= by_speedup
+                                    else (o["p75"] - o["p25"]) / min_speedup)
+    shared = shared_gpu(report)
+    if o["median"] < min_speedup * by_limit:
+        report.unverified("the speed", f"{figures}. Here {baseline} itself takes only {o['median'] / by_limit:.2f}× "
+                                       f"the target, short of the {min_speedup:g}× that would tell a right answer from "
+                                       f"a wrong one: the GPU's work hides the difference on this run. {shared}".strip())
         return
-    report.expect(yours <= target and original >= min_speedup * yours, f"speed: {figures}", f"speed: {figures}. {slow}")
+    over = y["median"] - target
+    if over <= 0:
+        report.ok(f"speed: {figures}")
+    elif over > spread and not shared:
+        report.wrong(f"speed: {figures}. Yours is {over:.1f} µs over the target, more than the {spread:.1f} µs spread "
+                     f"of the repeats. {slow}")
+    else:
+        why = (f"within the {spread:.1f} µs spread of the repeats (the interquartile ranges of yours and of "
+               f"{'the limit' if by_limit <= by_speedup else baseline}): the noise could have decided it on this run"
+               if over <= spread else f"more than the {spread:.1f} µs spread of the repeats, but other processes "
+               "compute on this GPU, and their work can slow every repeat alike")
+        report.unverified("the speed", f"{figures}. Yours is {over:.1f} µs over the target, {why}. {shared}Run the "
+                                       "check again on a GPU nobody else is using to decide it")
 
 
 def leaked(report, used_before: int, used_after: int, per_buffer: int, where: str, fix: str) -> bool:
