@@ -134,6 +134,7 @@ class Calls:
 
     def __init__(self, lines: list[dict]):
         self.lines = lines
+        self.cut_short = False  # the program crashed or hung: the record stops there (Report.trace sets it)
         self.ops: list[Op] = []
         self.buffers: list[Buffer] = []
         self.graphs: dict[str, dict] = {}  # exec -> the graph's nodes and edges, as instantiated
@@ -251,7 +252,10 @@ class Calls:
             self._allocated(c, None)
         elif call == "cudaMemPoolImportPointer" and ok:
             self._allocated(c, None)
-            self._live[c["pid"]][-1].key = c.get("key")
+            b = self._live[c["pid"]][-1]
+            b.key = c.get("key")
+            if b.key in self._exported:  # the import maps the whole exported allocation: a use inside it is a use
+                b.size = self._exported[b.key].size
         elif call == "cudaMemPoolExportPointer" and ok:
             b = self._find(c["pid"], int(c["ptr"], 16))
             if b is not None and c.get("key") is not None:
@@ -259,7 +263,9 @@ class Calls:
                 self._exported[c["key"]] = b
         elif call == "cudaFree" and ok:
             b = self._find(c["pid"], int(c["ptr"], 16))
-            if b is not None and not b.stream_ordered:  # cudaFree of cudaMalloc memory waits for the device
+            # cudaFree of cudaMalloc memory waits for the device; of pool memory (stream-ordered or imported), not:
+            # "the driver assumes that all accesses to the allocation are complete" (§15.3 API Fundamentals)
+            if b is not None and b.alloc["call"] == "cudaMalloc":
                 self._host_waits(c, self._device_clock(c["pid"]))
             self._freed(c, None)
         elif call == "cudaGraphInstantiate" and ok:
@@ -303,6 +309,9 @@ class Calls:
         return self.buffers + [b for live in self._live.values() for b in live]
 
     def unfreed(self, stream_ordered=True) -> list[Buffer]:
+        """Buffers never freed; none where the program was cut short (it never got to its frees)."""
+        if self.cut_short:
+            return []
         return [b for live in self._live.values() for b in live if b.stream_ordered or not stream_ordered]
 
     @staticmethod
@@ -326,7 +335,7 @@ class Calls:
             for u in uses:
                 if u.captured:
                     continue
-                if b.alloc_op is not None and u in b.uses and not self.before(b.alloc_op, u):
+                if b.alloc_op is not None and not self.before(b.alloc_op, u):  # an importer's use too (§15.11.3)
                     out.append(Problem(b, u, "before its allocation"))
                 if b.free is not None and not self.done_before_free(u, b):
                     out.append(Problem(b, u, "after its free"))

@@ -25,10 +25,11 @@ The learner's C++ is read by `streamalloc.cppsource`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
-from . import cppsource, sanitizer
+from . import calls, cppsource, sanitizer
 from .cuda import NVCC_HELP
 from .lesson import written_files
 from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError, SanitizerNotFound,
@@ -36,6 +37,7 @@ from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, 
 
 REPO = Path(__file__).resolve().parent.parent
 OK, WRONG, NOTE, UNVERIFIED, CANNOT_TELL = "ok", "WRONG", "note", "not verified", "cannot tell"
+READING = "reading"  # what the reading of the source says: it explains, and decides nothing
 RUN_DECIDES = "cannot tell from the source: the run decides"
 
 
@@ -87,13 +89,34 @@ class Report:
         self.lesson = lesson
         self.items: list[Finding] = []
         self.files: list[str] = []  # the learner's files this check read or ran
+        self._read: list[Finding] | None = None  # inside reading(): what the reading found
 
     # -- findings -----------------------------------------------------------------------------------------
     def ok(self, text: str):
-        self.items.append(Finding(OK, text))
+        (self.items if self._read is None else self._read).append(Finding(OK, text))
 
     def wrong(self, text: str):
-        self.items.append(Finding(WRONG, text))
+        (self.items if self._read is None else self._read).append(Finding(WRONG, text))
+
+    @contextlib.contextmanager
+    def reading(self, decided: bool):
+        """The reading of the learner's source, which explains and never decides. `decided`: the record of what the
+        program did (Report.trace) judged the order. Then the reading's objections are shown only beside a wrong
+        finding of the run, to point at the code; with nothing wrong they are dropped (a macro, a member function
+        or a helper the reading cannot follow is no mistake). Undecided (replay of code other than the recorded
+        solution, or no record), they are shown as the reading's, marked "reading", and the order stays unverified."""
+        self._read = []
+        try:
+            yield
+        finally:
+            found, self._read = self._read, None
+            if decided and not self.failed:
+                found = []
+            for f in found:
+                if f.mark == WRONG:
+                    self.items.append(Finding(READING, f"the reading of your code says: {f.text}"))
+                elif f.mark in (CANNOT_TELL, NOTE) and not decided:
+                    self.items.append(f)
 
     def note(self, text: str):
         """Where the code departs from what the guide advises without being wrong: the verdict is then "Passed,
@@ -190,7 +213,7 @@ class Report:
         if exe is None:  # replay without nvcc: a recording of this very code would show that it built
             self.unverified("whether it compiles", "nvcc is not installed here (how to get it: below)",
                             NvccNotFound(NVCC_HELP))
-        elif not any(f.mark == OK and f.what == "it compiles" for f in self.items):  # a file run twice: said once
+        elif not any(f.mark == OK and f.text == "it compiles" for f in self.items):  # a file run twice: said once
             self.ok("it compiles")
         return True
 
@@ -228,6 +251,40 @@ class Report:
         self._compiled_where_recorded(res)
         return res
 
+    def trace(self, file: str, arg_sets, timeout: float = 120, what: str = "the order of the GPU's work",
+              partial: bool = False):
+        """Run the program once per argument set with the course's call recorder (streamalloc.calls): live it runs,
+        in replay the recording of the same code and arguments is read. Returns [(args, calls.Calls)], or None with
+        the reason said (not recorded in replay, a crash, a driver that cannot name kernels' arguments). A run that
+        crashes or hangs is WRONG; with `partial`, the check can judge its record up to then (`Calls.cut_short`:
+        the order of what it did, not what it never got to), else the crash alone decides."""
+        if not self.build(file, calls.FLAGS):
+            return None
+        out = []
+        for args in arg_sets:
+            try:
+                rec = self.lesson.run(file, args, timeout=timeout, trace=True).calls
+            except RecordingError as e:
+                self.not_replayed(what, e)
+                return None
+            except CourseError as e:  # it crashed, or ran past its timeout: its record up to then still shows why
+                self.wrong(f"with the arguments {' '.join(map(str, args))}: {e}")
+                text = getattr(e, "call_record", None)
+                if not (partial and text):
+                    return None
+                rec = calls.Calls(calls.parse(text))
+                rec.cut_short = True
+            if rec is None or not rec.lines:
+                self.unverified(what, "the course's call recorder recorded nothing (it needs the program built with "
+                                      "-cudart shared and a Linux loader that honours LD_PRELOAD)")
+                return None
+            if not rec.kernels_named:
+                self.unverified(what, "this driver cannot tell the recorder which buffers each kernel was given "
+                                      "(cuFuncGetParamInfo needs a driver for CUDA 12.4 or newer)")
+                return None
+            out.append((list(args), rec))
+        return out
+
     def sanitize(self, file: str, args=(), tool_args=sanitizer.STREAM_ORDER_RACES, name: str = "sanitizer",
                  timeout: float = 180, clean: str = "nothing wrong", errors: str = "", expected_api_errors=None):
         """Run the program under compute-sanitizer (live; replayed otherwise) and say what it found.
@@ -252,13 +309,18 @@ class Report:
         except CourseError as e:  # it crashed or ran past its timeout
             self.wrong(f"compute-sanitizer did not finish: {e}")
             return None
-        found = sanitizer.parse(res.data)
+        found = sanitizer.parse(res.data)  # its report file and exit status: nothing the program prints
         how = f"{found.command}; {res.label}"
-        if found.errors is None:
-            self.unverified(what, f"compute-sanitizer printed no error summary (exit status {found.returncode}); "
-                                  f"its last lines:\n{found.tail()}")
-        elif found.errors == 0:
+        flagged = found.found_errors(sanitizer.error_exitcode(tool_args))
+        if flagged is None:
+            self.unverified(what, f"compute-sanitizer wrote no error summary in its report (exit status "
+                                  f"{found.returncode}); its last lines:\n{found.tail()}")
+        elif not flagged:
             self.ok(f"compute-sanitizer finds {clean}: 0 errors ({how})")
+        elif not found.errors:
+            self.wrong(f"compute-sanitizer exited with status {found.returncode}, the status it gives when it finds an "
+                       f"error, though its report counts {found.errors if found.errors is not None else 'none'} "
+                       f"({how}). Its last lines:\n{found.tail()}")
         elif expected_api_errors and len(found.expected_api_errors(expected_api_errors)) == found.errors:
             calls = found.expected_api_errors(expected_api_errors)
             self.ok(f"compute-sanitizer finds {clean}: its {found.errors} report(s) are the calls the program makes "
@@ -311,7 +373,8 @@ class Report:
             return
         whats = "; ".join(dict.fromkeys(f.what for f in unverified))
         live = getattr(self.lesson, "live", False)
-        if self.checks_solution():  # the course's own code: what it could not verify is the course's fault
+        noise = live and all(f.what in ("the speed", "the timing") for f in unverified)  # noise, a shared GPU
+        if self.checks_solution() and not noise:  # the course's own code: what it could not verify is its fault
             causes = [f.cause for f in unverified if f.cause is not None]
             cause = next((c for c in causes if isinstance(c, RecordingError)), causes[0] if causes else None)
             kind = type(cause) if isinstance(cause, (MissingRecording, StaleRecording, NvccNotFound,

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 
 from . import gpu, replay, runner
 from .errors import CourseError, check_settings
@@ -25,7 +27,7 @@ def main(argv=None) -> int:
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--jobs", type=int, default=0, help="in replay, how many notebooks run at once (default 0: one "
                                                       "per core, at most 8); live, always one")
-    rec = sub.add_parser("record", help="on a GPU: run notebooks and solutions live and write recordings/<set>/ "
+    rec = sub.add_parser("record", help="on a GPU: run notebooks, solutions and labs live and write recordings/<set>/ "
                                         "($STREAMALLOC_RECORD_TO, else the GPU's name)")
     rec.add_argument("paths", nargs="*")
     rec.add_argument("--kernel", default="python3")
@@ -66,10 +68,14 @@ def _command(a) -> int:
         if not mode.live:
             print(f"The recorder needs a GPU with memory pools, and {mode.reason}.", file=sys.stderr)
             return 2
-        paths = a.paths or [str(runner.REPO / "notebooks"), str(runner.REPO / "solutions")]
+        # labs/ too: the unsolved labs' runs, so that in replay their checks say what is still wrong from what the
+        # stubs did, as the solutions' say what is right
+        paths = a.paths or [str(runner.REPO / "notebooks"), str(runner.REPO / "solutions"), str(runner.REPO / "labs")]
         try:
             rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel,
-                              progress=not a.no_progress, extra_env={"STREAMALLOC_RECORD": "1"})
+                              progress=not a.no_progress,
+                              extra_env={"STREAMALLOC_RECORD": "1", "STREAMALLOC_RECORD_SESSION": time.strftime(
+                                  "%Y-%m-%dT%H:%M:%S") + f"-{os.getpid()}"})
         except runner.NoNotebooks as e:
             print(f"python -m streamalloc record: {e}", file=sys.stderr)
             return 2

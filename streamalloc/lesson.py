@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from . import calls, cuda, gpu, measure, replay
-from .errors import (BuildFailed, CompileError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound, RecordingError,
-                     check_settings)
+from .errors import (BuildFailed, CompileError, CourseError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound,
+                     RecordingError, check_settings)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -240,6 +240,10 @@ class Lesson:
         try:
             done = cuda.run(argv0, argv, timeout=timeout, name=path.name if python else None, env=env)
             call_record = record.read_text() if record and record.is_file() else ("" if trace else None)
+        except CourseError as e:  # it crashed or hung: what it did up to then is still a record
+            if trace:
+                e.call_record = record.read_text() if record.is_file() else ""
+            raise
         finally:
             if record:
                 shutil.rmtree(record.parent, ignore_errors=True)

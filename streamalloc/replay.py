@@ -364,9 +364,18 @@ def _save(m: Machine, lesson: str, name: str, source: str, args, run: dict, prog
     text = json.dumps(m.to_dict(), indent=1, sort_keys=True) + "\n"
     for where in (path.parent.parent, path.parent):  # the GPU's description, and the lesson's own
         write_atomically(where / "machine.json", text)
-    data = {"runs": read_runs(path)} if path in _started and path.is_file() else {"runs": {}}
+    # a process's first save starts the file anew (runs of a program as it was before are dropped), except for the
+    # runs another notebook saved in the same recording session ($STREAMALLOC_RECORD_SESSION, set by `record`): a
+    # solution and its unsolved lab share a lesson, and both are recorded
+    session = os.environ.get("STREAMALLOC_RECORD_SESSION", "")
+    runs = read_runs(path) if path.is_file() else {}
+    if path not in _started:
+        runs = {k: r for k, r in runs.items() if session and r.get("session") == session}
+    data = {"runs": runs}
     _started.add(path)
     entry = {"args": [str(a) for a in args], "source_sha": source_hash(source), **run}
+    if session:
+        entry["session"] = session
     if program_sha:
         entry["program_sha"] = program_sha
     data["runs"][key(source, args)] = entry

@@ -130,6 +130,16 @@ class Lab:
             assert "Passed what could be checked here; not verified without a GPU:" in check.printed, check.printed
         return check
 
+    def wrong(self, case: str, edit, *words: str) -> Check:
+        """A wrong answer: live, rejected with `words` (what its run, record or sanitizer showed); in replay, where
+        only the recorded code's runs exist, never "All checks passed"."""
+        if LIVE:
+            return self.rejected(case, edit, *words, built=True)
+        check = self.check(case, edit)
+        assert "All checks passed" not in check.printed, check.printed
+        assert "does not compile" not in check.printed, f"{case}: a wrong answer of these tests must compile"
+        return check
+
     def rejected(self, case: str, edit, *words: str, built: bool = False) -> Check:
         """The check must raise LabIncomplete with every one of `words` in its message; the answer must compile
         (with built=True, the check must also have said "it compiles": nvcc was there to build it)."""
@@ -262,7 +272,8 @@ class CannedLesson:
 
     live = True
 
-    def __init__(self, tmp_path, lab: Lab, records, sanitizer_output: str = CLEAN, edit=None, name="canned"):
+    def __init__(self, tmp_path, lab: Lab, records, sanitizer_output: str = CLEAN, edit=None, name="canned",
+                 calls=None):
         from streamalloc.lesson import Result
 
         self._result = Result
@@ -271,6 +282,9 @@ class CannedLesson:
         self.stdout = "".join(json.dumps(r) + "\n" for r in records)
         self.sanitizer_output = sanitizer_output
         self.name = name
+        # the record of the CUDA calls a traced run makes (streamalloc.calls): a function of the run's arguments
+        # giving the recorder's lines (dicts), or None: then a traced run is not recorded (the order is unverified)
+        self.calls = calls
 
     def source(self, file):
         return self.path
@@ -278,8 +292,15 @@ class CannedLesson:
     def compile(self, file, flags=()):
         return Path("canned")
 
-    def run(self, file, args=(), timeout=120, flags=()):
-        return self._result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
+    def run(self, file, args=(), timeout=120, flags=(), trace=False):
+        if not trace:
+            return self._result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
+        if self.calls is None:
+            from streamalloc.errors import MissingRecording
+            raise MissingRecording("a canned lesson records no calls")
+        lines = self.calls(list(args))
+        return self._result(file, list(args), "", "", 0.1, False, "a canned run",
+                            call_record="".join(json.dumps(x) + "\n" for x in lines))
 
 
 def canned_measure(command: str, returncode: int):

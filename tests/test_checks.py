@@ -155,7 +155,7 @@ class ReplayLesson:
     def compile(self, file, flags=()):
         return None  # replay without nvcc
 
-    def run(self, file, args=(), timeout=120, flags=()):
+    def run(self, file, args=(), timeout=120, flags=(), trace=False):
         raise self.error
 
     def measure(self, name, fn, params=None, source=""):
@@ -176,7 +176,7 @@ def test_a_learners_answer_in_replay_is_never_all_passed(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "All checks passed" not in out
     assert "Passed what could be checked here; not verified without a GPU: whether it compiles; the results; the " \
-           "check under compute-sanitizer." in out
+           "check under compute-sanitizer; the order of the two streams' work, from the record of its calls." in out
     assert NVCC_HELP in out and "Run this lab on a GPU" in out
 
 
@@ -253,7 +253,7 @@ def test_lab1_speed_is_judged_against_the_limit(tmp_path, capsys):
     # an H100-like run of the solution, and of an answer whose host waits in every iteration
     assert verdict(labchecks.lab1, CannedLesson(tmp_path, LAB1, lab1_run(98.0, 8.8, 10.1))) == ""
     out = capsys.readouterr().out
-    assert "the limit plus 3.6 µs" in out and "All checks passed." in out
+    assert "the limit plus 3.6 µs" in out and "WRONG" not in out  # no record here: the order is not verified
     slow = verdict(labchecks.lab1, CannedLesson(tmp_path, LAB1, lab1_run(98.0, 8.8, 15.0)))
     assert "speed: the original takes 98.0 µs per iteration, the limit" in slow and "yours 15.0 µs" in slow
     # a T4-like run, where the kernels dominate: a quarter of the limit is the allowance
@@ -298,15 +298,15 @@ def freed_on_another_stream(cu):
                         "CHECK(cudaStreamDestroy(t));"])
 
 
-def test_lab1_a_free_on_another_stream_is_caught_by_the_sanitizer(tmp_path):
-    """The reading cannot tell what `t` is (a note); the right results and speed do not pass it; the sanitizer
-    report of a use not ordered before the free does."""
+def test_lab1_a_free_on_another_stream_is_caught_by_the_sanitizer(tmp_path, capsys):
+    """The right results and speed do not pass it; the sanitizer report of a use not ordered before the free does,
+    and the reading, which decides nothing, points at the line beside it."""
     lesson = CannedLesson(tmp_path, LAB1, lab1_run(98.0, 8.8, 10.1), RACE_REPORT, edit=freed_on_another_stream)
     said = verdict(labchecks.lab1, lesson)
     assert "compute-sanitizer found 2 error(s), such as a use of buf not ordered before its free" in said
-    # issue 19: t is made in the loop, and no event orders it: the reading can tell that too
-    assert "cudaFreeAsync is called on `t`, and nothing orders it after the kernels on `s`" in said
-    assert said.startswith("2 thing(s) still wrong")
+    assert said.startswith("1 thing(s) still wrong")
+    assert ("the reading of your code says: cudaFreeAsync is called on `t`, and nothing orders it after the "
+            "kernels on `s`") in capsys.readouterr().out
 
 
 def lab2_run(kept_after_sync, us_yours, reserved_end=0, threshold=2**64 - 1, threshold_after=0):
@@ -337,12 +337,14 @@ def test_lab2_a_pool_that_still_shrinks_is_caught_by_its_reserved_memory(tmp_pat
     assert "after your trim the pool still reserves 67,108,864 bytes (64 MiB)" in kept
 
 
-def test_lab2_a_one_byte_threshold_is_wrong_by_its_results_and_its_value(tmp_path):
+def test_lab2_a_one_byte_threshold_is_wrong_by_its_results_and_its_value(tmp_path, capsys):
     edit = lambda cu: regions(cu, {0: "const uint64_t keep = 1;\n"  # noqa: E731
                                       "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&keep));"})
     said = verdict(labchecks.lab2, CannedLesson(tmp_path, LAB2, lab2_run(0, 200.0, threshold=1), edit=edit))
     assert "it reserved 0 bytes after the synchronization" in said
-    assert "the release threshold set before the loop is 1 byte, less than the 67,108,864 bytes" in said
+    # the reading decides nothing: it points at the value beside the run's finding
+    assert "the release threshold set before the loop is 1 byte, less than the 67,108,864 bytes" in \
+        capsys.readouterr().out
 
 
 def test_lab2_the_default_pools_threshold_must_be_put_back(tmp_path):
@@ -380,7 +382,7 @@ def test_lab4_memory_left_after_the_trim_is_caught(tmp_path, capsys):
     left = verdict(labchecks.lab4, CannedLesson(tmp_path, LAB4, lab4_run(trimmed_reserved=16 * MiB)))
     assert "at the end the graph allocator still reserves 16.0 MiB" in left
     nothing = verdict(labchecks.lab4, CannedLesson(tmp_path, LAB4, lab4_run(launched_reserved=0, free_nodes=0)))
-    assert "the graph allocator reserves nothing" in nothing and "0 memory free nodes" in nothing
+    assert "the graph allocator reserves nothing" in nothing
 
 
 def test_report_sanitize_says_what_the_sanitizer_found(tmp_path):
@@ -537,3 +539,17 @@ def test_an_owners_deleter_frees_at_the_end_of_its_block():
     assert all(body[0] <= p < body[1] and p > use for p in cppsource.calls(code, "cudaFreeAsync"))
     assert [cppsource.call_arguments(code, p) for p in cppsource.calls(code, "cudaMallocAsync")] == [["&d.p", "4", "s"]]
     assert cppsource.resolve(code, "c.stream") is None
+
+
+def test_the_courses_own_solution_live_may_leave_only_the_speed_unverified(tmp_path, capsys):
+    """Live on a shared or noisy GPU the solution's speed can be "not verified" (never its fault); anything else the
+    course's own solution could not verify is an error."""
+    lesson = CannedLesson(tmp_path, LAB1, [], name="lab1_stream_ordered")
+    report = checks.Report("t", lesson)
+    report.files = ["pipeline.cu"]
+    report.unverified("the speed", "the noise could have decided it on this run")
+    report.finish()
+    assert "not verified here: the speed" in capsys.readouterr().out
+    report.unverified("the results", "no run")
+    with pytest.raises(checks.Unverified, match="course's own solution"):
+        report.finish()

@@ -43,6 +43,21 @@ def test_a_new_recording_session_replaces_old_runs(recordings, monkeypatch):
     assert sorted(r["stdout"] for r in runs.values()) == ["new", "new 2"]
 
 
+def test_notebooks_of_one_recording_session_keep_each_others_runs(recordings, monkeypatch):
+    """A solution and its unsolved lab run the same lesson's programs in two kernels of one `make record`: both
+    stay; the next session starts anew."""
+    monkeypatch.setenv("STREAMALLOC_RECORD_SESSION", "one")
+    replay.save(M, "lab3", "race", "solution", ["1"], {"stdout": "solved"})
+    monkeypatch.setattr(replay, "_started", set())  # the unsolved lab's kernel
+    replay.save(M, "lab3", "race", "stubs", ["1"], {"stdout": "stubs"})
+    path = recordings / "nvidia-test-gpu" / "lab3" / "race.json"
+    assert sorted(r["stdout"] for r in json.loads(path.read_text())["runs"].values()) == ["solved", "stubs"]
+    monkeypatch.setenv("STREAMALLOC_RECORD_SESSION", "two")
+    monkeypatch.setattr(replay, "_started", set())
+    replay.save(M, "lab3", "race", "solution", ["1"], {"stdout": "solved again"})
+    assert [r["stdout"] for r in json.loads(path.read_text())["runs"].values()] == ["solved again"]
+
+
 # -- keys: what a program means, not how it is written (issue 11 §1) ------------------------------------
 PROGRAM = """#include "course.cuh"
 // Allocate on the stream, free on the stream.

@@ -83,7 +83,7 @@ def live(les, gpus_here, machine, monkeypatch, stdout=""):
     monkeypatch.setattr(les, "compile", lambda path, flags=(): None)
     calls = []
 
-    def fake_run(exe, args, timeout, name=None):
+    def fake_run(exe, args, timeout, name=None, env=None):
         calls.append(args)
         return cuda.Completed(list(args), stdout, "", 0, 0.5)
 

@@ -269,6 +269,16 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
     Line("cudaStreamBeginCapture", r).hex("stream", s).num("mode", mode);
     return r;
 }
+#if CUDART_VERSION >= 12030
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                          const cudaGraphEdgeData *edges, size_t n, cudaStreamCaptureMode mode) {
+    REAL(cudaStreamBeginCaptureToGraph, cudaStream_t, cudaGraph_t, const cudaGraphNode_t *, const cudaGraphEdgeData *,
+         size_t, cudaStreamCaptureMode);
+    cudaError_t r = fn(s, g, deps, edges, n, mode);
+    Line("cudaStreamBeginCapture", r).hex("stream", s).num("mode", mode).hex("graph", g);
+    return r;
+}
+#endif
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
     REAL(cudaStreamEndCapture, cudaStream_t, cudaGraph_t *);
     cudaError_t r = fn(s, g);
