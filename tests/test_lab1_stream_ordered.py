@@ -1,9 +1,11 @@
-"""Lab 1 (from synchronous to stream-ordered): the check names what is still synchronous in a wrong answer.
+"""Lab 1 (from synchronous to stream-ordered): a right answer passes however it is written, a wrong one is told why.
 
-Run with tests/labcheck.py in this session's mode. Most words asserted are the check's reading of the code,
-said live and in replay alike; a `live_only` answer passes that reading and only the run catches it (its
-run-time verdict is also tested on canned output in tests/test_checks.py). Each wrong answer is valid
-CUDA: only the check catches it.
+Run with tests/labcheck.py in this session's mode. Live, the check decides on what the program did: its results, the
+probe, compute-sanitizer, and the record of every CUDA call the learner's function made (streamalloc.calls), in two
+runs of other sizes and iteration counts. In replay only the recorded solution can be replayed: any other answer's
+run and record are "not verified", its reading only explains, so a right answer is never rejected and a wrong one
+never gets "All checks passed". Each answer is valid CUDA: only the check catches it. Every answer's source is in
+RIGHT or WRONG below (name -> edit of the solution's pipeline.cu).
 """
 import pytest
 
@@ -11,64 +13,39 @@ from labcheck import LIVE, Lab, both, in_function, live_only, regions
 
 LAB = Lab("lab1_stream_ordered", "pipeline.cu")
 FUNCTION = "pipeline_stream_ordered"
+NOT_VERIFIED = "Passed what could be checked here; not verified without a GPU:"
 
 
 def test_the_solution_passes():
+    """In replay this needs the solution's recordings, the two traced runs included (re-recorded live)."""
     check = LAB.passes()
-    assert "calls cudaMallocAsync and cudaFreeAsync" in check.printed
-    assert "WRONG" not in check.printed and "not on s" not in check.printed
+    for ok in ("no cudaMalloc or cudaFree in your function (record", "no host wait in your function (record)",
+               "a fresh buffer every iteration:", "order (record): every use of each buffer"):
+        assert ok in check.printed, check.printed
+    assert "WRONG" not in check.printed and "reading" not in check.printed
 
 
 def test_the_lab_as_given_is_incomplete():
-    LAB.rejected("lab", None, "cudaMallocAsync or cudaMallocFromPoolAsync is not called",
-                 "cudaFreeAsync is not called", "cudaMalloc and cudaFree are still called inside the loop",
-                 "cudaDeviceSynchronize is still called inside the loop")
+    """Live the record rejects the stub; in replay (no recording of the stub) the reading says why, never "passed"."""
+    if LIVE:
+        LAB.rejected("lab", None, "your function called cudaFree and cudaMalloc",
+                     "cudaDeviceSynchronize made the host wait inside your function")
+    else:
+        check = LAB.check("lab")
+        assert "All checks passed" not in check.printed, check.printed
+        assert "the reading of your code says: cudaMallocAsync or cudaMallocFromPoolAsync is not called" in \
+            check.printed, check.printed
 
 
-WRONG = {
-    # the brief's wrong answer: stream-ordered allocation, but the classic free left in the loop
-    "cudaFree left in the loop": (
-        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFree(buf));"]),
-        ["cudaFree is still called inside the loop"]),
-    "a synchronization left in the loop": (
-        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "CHECK(cudaStreamSynchronize(s));",
-                              "CHECK(cudaFreeAsync(buf, s));"]),
-        ["cudaStreamSynchronize is still called inside the loop"]),
-    "freed before the kernels": (
-        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));\nCHECK(cudaFreeAsync(buf, s));", "", ""]),
-        ["cudaFreeAsync comes before compute(...)"]),
-    "allocated on the legacy default stream": (
-        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, 0));", "", "CHECK(cudaFreeAsync(buf, s));"]),
-        ["cudaMallocAsync is called on 0, not on s"]),
-    "freed on the per-thread default stream": (
-        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
-                              "CHECK(cudaFreeAsync(buf, cudaStreamPerThread));"]),
-        ["cudaFreeAsync is called on cudaStreamPerThread, not on s"]),
-    "allocation hoisted out of the loop": (
-        lambda t: in_function(regions(t, ["", "", "CHECK(cudaFreeAsync(buf, s));"]), FUNCTION,
-                              "    for (int it = 0; it < iters; ++it) {\n        int *buf = nullptr;\n",
-                              "    int *buf = nullptr;\n    CHECK(cudaMallocAsync(&buf, bytes, s));\n"
-                              "    for (int it = 0; it < iters; ++it) {\n"),
-        ["cudaMallocAsync is called outside the loop"]),
-}
+def body(code):
+    """The solution with pipeline_stream_ordered's loop body replaced by `code` (the allocation and free
+    regions and the wait region between them)."""
+    return lambda t: in_function(regions(t, ["", "", ""]), FUNCTION, "        compute(buf, in, n, it, out + it, s);\n",
+                                 "".join(f"        {ln}\n" for ln in code.splitlines()))
 
 
-@pytest.mark.parametrize("name", list(WRONG))
-def test_a_wrong_answer_is_rejected_with_the_reason(name):
-    edit, expected = WRONG[name]
-    LAB.rejected(name, edit, *expected, built=True)  # valid CUDA: only the check catches it
-
-
-RIGHT = {
-    # a local name for s is still s
-    "the stream under another name": lambda t: regions(t, [
-        "cudaStream_t st = s;  // the same stream\nCHECK(cudaMallocAsync(&buf, bytes, st));", "",
-        "CHECK(cudaFreeAsync(buf, st));"]),
-    # an explicit pool: here the device's default one, the pool cudaMallocAsync would use
-    "allocated from a pool with cudaMallocFromPoolAsync": lambda t: regions(t, [
-        "cudaMemPool_t pool;\nCHECK(cudaDeviceGetDefaultMemPool(&pool, 0));\n"
-        "CHECK(cudaMallocFromPoolAsync(&buf, bytes, pool, s));", "", "CHECK(cudaFreeAsync(buf, s));"]),
-}
+def before_function(text):
+    return lambda t: t.replace(f"void {FUNCTION}(", text + f"void {FUNCTION}(", 1)
 
 
 HELPER = """static int *take(size_t bytes, cudaStream_t stream) {  // a fresh buffer, in stream order
@@ -90,8 +67,50 @@ def rewritten(body: str):
     return edit
 
 
-# issue 10: right answers the reading used to fail
-RIGHT.update({
+def braceless(t):
+    """A for loop without braces around a call of a helper that allocates, computes and frees."""
+    helper = ("static void compute_fresh(size_t bytes, const int *in, int n, int it, u64 *slot, cudaStream_t s) {\n"
+              "    int *buf = take(bytes, s);\n    compute(buf, in, n, it, slot, s);\n"
+              "    CHECK(cudaFreeAsync(buf, s));\n}\n\n")
+    t = rewritten("""\
+    const size_t bytes = size_t(n) * sizeof(int);
+    for (int it = 0; it < iters; ++it)
+        compute_fresh(bytes, in, n, it, out + it, s);
+""")(t)
+    return t.replace(f"void {FUNCTION}(", helper + f"void {FUNCTION}(", 1)
+
+
+SIDE = """    const size_t bytes = size_t(n) * sizeof(int);
+    cudaStream_t side;
+    cudaEvent_t ready, done;
+    CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    for (int it = 0; it < iters; ++it) {
+        int *buf = nullptr;
+%s
+    }
+    CHECK(cudaEventRecord(ready, side));  // s waits for the last free: the caller's wait on s covers it
+    CHECK(cudaStreamWaitEvent(s, ready, 0));
+    CHECK(cudaEventDestroy(ready));
+    CHECK(cudaEventDestroy(done));
+    CHECK(cudaStreamDestroy(side));
+"""
+
+
+def on_side(loop_body: str):
+    """pipeline_stream_ordered with a second stream `side` and two events, `loop_body` in the loop."""
+    return rewritten(SIDE % "".join(f"        {ln}\n" for ln in loop_body.splitlines()))
+
+
+RIGHT = {  # name -> the edit of the solution's pipeline.cu
+    # -- the earlier tests' answers ---------------------------------------------------------------------------------
+    "the stream under another name": lambda t: regions(t, [
+        "cudaStream_t st = s;  // the same stream\nCHECK(cudaMallocAsync(&buf, bytes, st));", "",
+        "CHECK(cudaFreeAsync(buf, st));"]),
+    "allocated from a pool with cudaMallocFromPoolAsync": lambda t: regions(t, [
+        "cudaMemPool_t pool;\nCHECK(cudaDeviceGetDefaultMemPool(&pool, 0));\n"
+        "CHECK(cudaMallocFromPoolAsync(&buf, bytes, pool, s));", "", "CHECK(cudaFreeAsync(buf, s));"]),
     "the allocation in a helper function": rewritten("""\
     const size_t bytes = size_t(n) * sizeof(int);
     for (int it = 0; it < iters; ++it) {
@@ -110,84 +129,197 @@ RIGHT.update({
         CHECK(cudaFreeAsync(buf, s));
     } while (++it < iters);
 """),
-})
-
-
-def braceless(t):
-    """A for loop without braces around a call of a helper that allocates, computes and frees."""
-    helper = ("static void compute_fresh(size_t bytes, const int *in, int n, int it, u64 *slot, cudaStream_t s) {\n"
-              "    int *buf = take(bytes, s);\n    compute(buf, in, n, it, slot, s);\n"
-              "    CHECK(cudaFreeAsync(buf, s));\n}\n\n")
-    t = rewritten("""\
+    "a for loop without braces, the work in a helper": braceless,
+    # -- issue 29: styles no earlier test used --------------------------------------------------------------------
+    "a CHECK-like macro of its own": both(before_function(
+        "#define TRY(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::fprintf(stderr, \"%s\\n\", "
+        "cudaGetErrorString(e_)); std::exit(1); } } while (0)\n\n"), body(
+        "TRY(cudaMallocAsync(&buf, bytes, s));\ncompute(buf, in, n, it, out + it, s);\nTRY(cudaFreeAsync(buf, s));")),
+    "a do-while(0) macro that is the whole iteration": both(before_function(
+        "#define ITERATION(b) do { CHECK(cudaMallocAsync(&(b), bytes, s)); compute((b), in, n, it, out + it, s); "
+        "CHECK(cudaFreeAsync((b), s)); } while (0)\n\n"), body("ITERATION(buf);")),
+    "a struct whose member functions allocate and free": both(before_function(
+        "struct Arena {  // hands out buffers in stream order\n    cudaStream_t stream;\n    size_t bytes;\n"
+        "    int *take() const { int *p = nullptr; CHECK(cudaMallocAsync(&p, bytes, stream)); return p; }\n"
+        "    void give(int *p) const { CHECK(cudaFreeAsync(p, stream)); }\n};\n\n"), body(
+        "const Arena arena{s, bytes};\nbuf = arena.take();\ncompute(buf, in, n, it, out + it, s);\narena.give(buf);")),
+    "a lambda that is the whole iteration": body(
+        "auto step = [&](int i) {\n    int *p = nullptr;\n    CHECK(cudaMallocAsync(&p, bytes, s));\n"
+        "    compute(p, in, n, i, out + i, s);\n    CHECK(cudaFreeAsync(p, s));\n};\nstep(it);\n(void)buf;"),
+    "a shared_ptr whose lambda deleter frees on s": both(before_function("#include <memory>\n\n"), body(
+        "CHECK(cudaMallocAsync(&buf, bytes, s));\n{\n"
+        "    std::shared_ptr<int> owner(buf, [s](int *p) { CHECK(cudaFreeAsync(p, s)); });\n"
+        "    compute(owner.get(), in, n, it, out + it, s);\n}")),
+    "cudaMallocFromPoolAsync in a helper whose parameter names are swapped": both(before_function(
+        "static int *grab(size_t s, cudaMemPool_t from, cudaStream_t bytes) {  // the names swapped on purpose\n"
+        "    int *p = nullptr;\n    CHECK(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&p), s, from, bytes));\n"
+        "    return p;\n}\n\n"), body(
+        "cudaMemPool_t pool;\nCHECK(cudaDeviceGetMemPool(&pool, 0));\nbuf = grab(bytes, pool, s);\n"
+        "compute(buf, in, n, it, out + it, s);\nCHECK(cudaFreeAsync(buf, s));")),
+    "the C++ overload cudaMallocAsync(&buf, bytes, pool, s)": body(
+        "cudaMemPool_t pool;\nCHECK(cudaDeviceGetDefaultMemPool(&pool, 0));\n"
+        "CHECK(cudaMallocAsync(&buf, bytes, pool, s));\ncompute(buf, in, n, it, out + it, s);\n"
+        "CHECK(cudaFreeAsync(buf, s));"),
+    "a while loop": rewritten("""\
     const size_t bytes = size_t(n) * sizeof(int);
-    for (int it = 0; it < iters; ++it)
-        compute_fresh(bytes, in, n, it, out + it, s);
-""")(t)
-    return t.replace(f"void {FUNCTION}(", helper + f"void {FUNCTION}(", 1)
-
-
-RIGHT["a for loop without braces, the work in a helper"] = braceless
+    int it = 0;
+    while (it < iters) {
+        int *buf = nullptr;
+        CHECK(cudaMallocAsync(&buf, bytes, s));
+        compute(buf, in, n, it, out + it, s);
+        CHECK(cudaFreeAsync(buf, s));
+        ++it;
+    }
+"""),
+    "allocated and freed on another stream, ordered by events": on_side(
+        "CHECK(cudaMallocAsync(&buf, bytes, side));\nCHECK(cudaEventRecord(ready, side));\n"
+        "CHECK(cudaStreamWaitEvent(s, ready, 0));  // the kernels after the allocation\n"
+        "compute(buf, in, n, it, out + it, s);\nCHECK(cudaEventRecord(done, s));\n"
+        "CHECK(cudaStreamWaitEvent(side, done, 0));  // the free after the kernels\nCHECK(cudaFreeAsync(buf, side));"),
+}
+# right in what they do, but an event and a cross-stream wait per iteration may miss the lab's speed target live
+SLOW = {"allocated and freed on another stream, ordered by events"}
 
 
 @pytest.mark.parametrize("name", list(RIGHT))
-def test_another_right_answer_passes(name):
-    check = LAB.passes(name, RIGHT[name])  # live: its results and speed too; in replay: its code
-    assert "not on s" not in check.printed and "cannot tell" not in check.printed, check.printed
+def test_a_right_answer_passes(name):
+    """Live: every finding ok (the speed aside for SLOW). In replay: never rejected, "not verified" for the run."""
+    if LIVE and name in SLOW:
+        check = LAB.check(name, RIGHT[name])
+        wrong = [w for w in check.evalue.split("; ") if "speed:" not in w] if check.ename else []
+        assert check.ename in (None, "LabIncomplete") and not [w for w in wrong if "(record" in w or "order" in w], \
+            check.evalue
+        assert "order (record): every use of each buffer" in check.printed, check.printed
+        return
+    check = LAB.passes(name, RIGHT[name])  # replay: NOT_VERIFIED, never LabIncomplete
+    assert "WRONG" not in check.printed, check.printed  # in replay the reading may explain ("reading"), never decide
+
+
+# Wrong answers -> (the edit, words the live verdict holds: what the record, the run or the sanitizer saw)
+ORDER = "order (record)"
+WRONG = {
+    "cudaFree left in the loop, no wait": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFree(buf));"]),
+        ["your function called cudaFree", ORDER, "the host freed the buffer with cudaFree"]),
+    "a synchronization left in the loop": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "CHECK(cudaStreamSynchronize(s));",
+                              "CHECK(cudaFreeAsync(buf, s));"]),
+        ["cudaStreamSynchronize made the host wait inside your function"]),
+    "a wait on odd iterations only": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));",
+                              "if (it % 2) CHECK(cudaStreamSynchronize(s));  // now and then",
+                              "CHECK(cudaFreeAsync(buf, s));"]),
+        ["cudaStreamSynchronize made the host wait inside your function"]),
+    "a cudaStreamSynchronize hidden in a do-while(0) macro": (
+        both(before_function("#define RELEASE(p) do { CHECK(cudaStreamSynchronize(s)); CHECK(cudaFreeAsync((p), s)); "
+                             "} while (0)\n\n"),
+             lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "RELEASE(buf);"])),
+        ["cudaStreamSynchronize made the host wait inside your function"]),
+    "a helper that polls cudaEventQuery": (
+        both(before_function("static void settle(cudaEvent_t e) {  // waits without a Synchronize\n"
+                             "    while (cudaEventQuery(e) == cudaErrorNotReady) {\n    }\n}\n\n"),
+             body("static cudaEvent_t e = nullptr;\nif (!e) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));\n"
+                  "CHECK(cudaMallocAsync(&buf, bytes, s));\ncompute(buf, in, n, it, out + it, s);\n"
+                  "CHECK(cudaEventRecord(e, s));\nsettle(e);\nCHECK(cudaFreeAsync(buf, s));")),
+        ["cudaEventQuery made the host wait inside your function"]),
+    "freed before the kernels": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));\nCHECK(cudaFreeAsync(buf, s));", "", ""]),
+        [ORDER, "launched after its buffer's free"]),
+    "freed on another stream, no event": (
+        on_side("CHECK(cudaMallocAsync(&buf, bytes, s));\ncompute(buf, in, n, it, out + it, s);\n"
+                "CHECK(cudaFreeAsync(buf, side));  // nothing orders side after the kernels"),
+        [ORDER, "is not done before the cudaFreeAsync of its buffer on another stream"]),
+    "the event recorded by the freeing stream itself": (
+        on_side("CHECK(cudaMallocAsync(&buf, bytes, s));\ncompute(buf, in, n, it, out + it, s);\n"
+                "CHECK(cudaEventRecord(done, side));  // side's own event: it says nothing about s\n"
+                "CHECK(cudaStreamWaitEvent(side, done, 0));\nCHECK(cudaFreeAsync(buf, side));"),
+        [ORDER, "on another stream"]),
+    "cudaFreeAsync on the legacy stream 0": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFreeAsync(buf, 0));"]),
+        [ORDER, "the legacy default stream (0)"]),
+    "allocated on the legacy default stream": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, 0));", "", "CHECK(cudaFreeAsync(buf, s));"]),
+        [ORDER, "is not ordered after the cudaMallocAsync of its buffer on the legacy default stream (0)"]),
+    "freed on the per-thread default stream": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
+                              "CHECK(cudaFreeAsync(buf, cudaStreamPerThread));"]),
+        [ORDER, "the per-thread default stream"]),
+    "allocation hoisted out of the loop": (
+        lambda t: in_function(regions(t, ["", "", "CHECK(cudaFreeAsync(buf, s));"]), FUNCTION,
+                              "    for (int it = 0; it < iters; ++it) {\n        int *buf = nullptr;\n",
+                              "    int *buf = nullptr;\n    CHECK(cudaMallocAsync(&buf, bytes, s));\n"
+                              "    for (int it = 0; it < iters; ++it) {\n"),
+        ["not a fresh buffer every iteration"]),
+    "a leak on the last iteration only": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
+                              "if (it + 1 < iters) CHECK(cudaFreeAsync(buf, s));  // all but the last"]),
+        ["were never freed"]),
+    "the right free only for the default size": (
+        lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
+                              "if (bytes == (size_t(4) << 20)) CHECK(cudaFreeAsync(buf, s));\n"
+                              "else CHECK(cudaFree(buf));  // never taken with the defaults"]),
+        ["your function called cudaFree", ORDER]),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_a_wrong_answer_is_never_all_passed_in_replay(name):
+    """Replay: the run and the record of this code cannot be replayed, so it is not verified, never passed."""
+    if LIVE:
+        pytest.skip("live: test_live_a_wrong_answer_is_rejected_by_what_it_did")
+    check = LAB.check(name, WRONG[name][0])
+    assert check.ename in (None, "LabIncomplete") and "does not compile" not in check.evalue, check.evalue
+    assert "All checks passed" not in check.printed, check.printed
+    assert check.ename or NOT_VERIFIED in check.printed, check.printed
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+@live_only
+def test_live_a_wrong_answer_is_rejected_by_what_it_did(name):
+    edit, words = WRONG[name]
+    LAB.rejected(name, edit, *words, built=True)
 
 
 def test_a_stream_the_check_cannot_resolve_is_not_checked_not_wrong():
-    """A stream passed in some other way is said to be unchecked; the run (live) judges the rest."""
+    """A stream the reading cannot follow: in replay it says it cannot tell; live the record decides (it is s)."""
     edit = lambda t: in_function(regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, streams[0]));", "",  # noqa: E731
                                              "CHECK(cudaFreeAsync(buf, streams[0]));"]),
                                  FUNCTION, "    for (int it", "    cudaStream_t streams[1] = {s};\n    for (int it")
     check = LAB.passes("a stream from an array", edit)
-    assert "whether cudaMallocAsync on `streams[0]` is ordered before the kernels on s: cannot tell from the " \
-           "source: the run decides" in check.printed, check.printed
+    if not LIVE:
+        assert "whether cudaMallocAsync on `streams[0]` is ordered before the kernels on s: cannot tell from the " \
+               "source: the run decides" in check.printed, check.printed
 
 
 @live_only
-def test_a_copy_to_the_host_in_the_loop_is_too_slow():
-    """Reading each result on the host, with a synchronous cudaMemcpy: no call the check looks for is there,
-    and the results are right; only the time per iteration shows that the host waits in every iteration."""
+def test_a_copy_to_the_host_in_the_loop_makes_the_host_wait():
+    """Reading each result on the host with a synchronous cudaMemcpy: the record shows the host waiting in every
+    iteration (and the time per iteration shows it too)."""
     edit = lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));",  # noqa: E731
                                  "u64 seen = 0;  // the host looks at each result as it comes\n"
                                  "CHECK(cudaMemcpy(&seen, out + it, sizeof(u64), cudaMemcpyDeviceToHost));",
                                  "CHECK(cudaFreeAsync(buf, s));"])
-    check = LAB.rejected("a cudaMemcpy to the host in the loop", edit, "speed:", built=True)
-    assert "calls cudaMallocAsync and cudaFreeAsync" in check.printed and "result (yours): all" in check.printed
+    check = LAB.rejected("a cudaMemcpy to the host in the loop", edit, "cudaMemcpy made the host wait", built=True)
+    assert "a fresh buffer every iteration:" in check.printed and "result (yours): all" in check.printed
 
 
 def test_freeing_only_the_last_buffer_is_a_leak():
-    """issue 10: the free is in the loop, so the reading cannot tell; the pool's memory in use after the function
-    (live) shows the 199 buffers never freed. In replay the run of this code cannot be replayed: not verified."""
+    """The pool's memory in use after the function, and the record's unfreed buffers (live), show the buffers never
+    freed. In replay the run of this code cannot be replayed: not verified, never passed."""
     edit = lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",  # noqa: E731
                                  "if (it == iters - 1) CHECK(cudaFreeAsync(buf, s));  // only the last one"])
     if LIVE:
-        LAB.rejected("only the last buffer freed", edit, "leak: after your function returned", built=True)
+        LAB.rejected("only the last buffer freed", edit, "leak: after your function returned", "were never freed",
+                     built=True)
     else:
-        check = LAB.passes("only the last buffer freed", edit)
-        assert "not verified without a GPU: whether it compiles; the results, the memory and the timing" in \
-            check.printed or "not verified without a GPU: the results, the memory and the timing" in check.printed
-
-
-def test_freeing_on_a_stream_not_ordered_after_the_work():
-    """issue 10: cudaFreeAsync(buf, t) on a stream of its own. issue 19: t is made in the loop and no event orders it,
-    so the reading can tell (live, compute-sanitizer and the probe show it too)."""
-    edit = lambda t: regions(t, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",  # noqa: E731
-                                 "cudaStream_t t;\nCHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));\n"
-                                 "CHECK(cudaFreeAsync(buf, t));  // not ordered after the kernels on s\n"
-                                 "CHECK(cudaStreamDestroy(t));"])
-    check = LAB.rejected("freed on another stream", edit, "cudaFreeAsync is called on `t`, and nothing orders it",
-                         built=True)
-    if LIVE:  # the run shows it too: the probe's sum, or (as on the H100 in the last live run) the program failing
-        assert "compute-sanitizer found" in check.evalue and any(
-            w in check.evalue for w in ("the free does not wait for the kernels", "pipeline exited with status"))
+        check = LAB.check("only the last buffer freed", edit)
+        assert "All checks passed" not in check.printed and NOT_VERIFIED in check.printed, check.printed
 
 
 # -- issue 19: wrong answers and right ones written differently, judged in process on canned runs ----------------
-# Each answer goes through labchecks.lab1 with the output a GPU's run of it would print (CannedLesson): where the
-# reading decides, the words asserted are the reading's; where only the run can tell, the canned run is what the
-# probe shows, and a live_only test below runs the answer through the notebook on a GPU.
+# Each answer goes through labchecks.lab1 with the output a GPU's run of it would print (CannedLesson) and no record
+# of its calls (as in replay of code other than the solution): the run's findings decide, and the reading's
+# objections are shown beside them, marked "reading", never deciding (issue 29).
 
 from labcheck import CLEAN, CannedLesson, canned_measure  # noqa: E402
 from streamalloc import checks, labchecks, sanitizer  # noqa: E402
@@ -213,11 +345,21 @@ def run_lines(free_waits=True, leaked=0, yours=10.1, others=(76.0, 8.6)):
     return out
 
 
+class Unrecorded(CannedLesson):
+    """A canned run with no record of its calls: its traced runs are not replayable."""
+
+    def run(self, file, args=(), timeout=120, flags=(), trace=False):
+        if trace:
+            from streamalloc.errors import MissingRecording
+            raise MissingRecording("no recording of this code's traced run")
+        return super().run(file, args, timeout, flags)
+
+
 def judged(tmp_path, edit, lines, monkeypatch, capsys):
     """(the check's error message or '', what it printed) for the answer `edit` whose run printed `lines`."""
     monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer pipeline 65536 4 1", 0))
     try:
-        labchecks.lab1(CannedLesson(tmp_path, LAB, lines, CLEAN, edit))
+        labchecks.lab1(Unrecorded(tmp_path, LAB, lines, CLEAN, edit))
         said = ""
     except checks.LabIncomplete as e:
         said = str(e)
@@ -235,13 +377,6 @@ def test_where_the_gpus_work_hides_the_host_waits_the_speed_is_unverified_not_wr
     assert "the free does not wait for the kernels" in said and "speed" not in said, said
 
 
-def body(code):
-    """The solution with pipeline_stream_ordered's loop body replaced by `code` (the allocation and free
-    regions and the wait region between them)."""
-    return lambda t: in_function(regions(t, ["", "", ""]), FUNCTION, "        compute(buf, in, n, it, out + it, s);\n",
-                                 "".join(f"        {ln}\n" for ln in code.splitlines()))
-
-
 DELETER = """struct StreamFree {  // frees in stream order on the stream it holds
     cudaStream_t stream;
     void operator()(int *p) const { CHECK(cudaFreeAsync(p, stream)); }
@@ -256,10 +391,6 @@ SCRATCH = """struct Scratch {  // a buffer for one iteration: allocated and free
 };
 
 """
-
-
-def before_function(text):
-    return lambda t: t.replace(f"void {FUNCTION}(", text + f"void {FUNCTION}(", 1)
 
 
 ANSWERS_WRONG = {  # name: (edit, what its run prints, words the verdict must hold, who decides)
@@ -305,20 +436,23 @@ ANSWERS_WRONG = {  # name: (edit, what its run prints, words the verdict must ho
 
 @pytest.mark.parametrize("name", list(ANSWERS_WRONG))
 def test_issue19_a_wrong_answer_is_told_why(name, tmp_path, monkeypatch, capsys):
-    edit, lines, words, _ = ANSWERS_WRONG[name]
+    edit, lines, words, who = ANSWERS_WRONG[name]
     said, printed = judged(tmp_path, edit, lines, monkeypatch, capsys)
-    assert said, printed
+    assert "All checks passed" not in printed, printed
+    assert bool(said) == (lines != run_lines()), (said, printed)  # only the run decides here
     for w in words:
-        assert w in said, said
-    assert "All checks passed" not in printed
+        assert w in said + printed, printed
 
 
 @pytest.mark.parametrize("name", [n for n, a in ANSWERS_WRONG.items() if a[3] == "reading"])
-def test_issue19_a_wrong_answer_the_reading_sees_is_wrong_with_a_right_run_too(name, tmp_path, monkeypatch, capsys):
-    """Were its run to show nothing (timing luck), the reading still names what is wrong."""
+def test_issue19_a_wrong_answer_the_reading_sees_is_explained_never_passed(name, tmp_path, monkeypatch, capsys):
+    """Were its run to show nothing (timing luck) and no record be there, the reading names what it sees, marked
+    "reading" (issue 29: it never decides alone), and the verdict is not "All checks passed"."""
     edit, _, words, _ = ANSWERS_WRONG[name]
-    said, _ = judged(tmp_path, edit, run_lines(), monkeypatch, capsys)
-    assert said and any(w in said for w in words if "does not wait" not in w), said
+    said, printed = judged(tmp_path, edit, run_lines(), monkeypatch, capsys)
+    assert said == "" and "All checks passed" not in printed and "not verified" in printed, printed
+    assert any(w in printed for w in words if "does not wait" not in w), printed
+    assert "the reading of your code says:" in printed, printed
 
 
 ANSWERS_RIGHT = {
@@ -346,8 +480,8 @@ ANSWERS_RIGHT = {
 def test_issue19_a_right_answer_written_differently_passes(name, tmp_path, monkeypatch, capsys):
     said, printed = judged(tmp_path, ANSWERS_RIGHT[name], run_lines(), monkeypatch, capsys)
     assert said == "", said
-    assert "All checks passed." in printed and "WRONG" not in printed and "cannot tell" not in printed, printed
-    assert "calls cudaMallocAsync and cudaFreeAsync" in printed and "the free waits for the kernels" in printed
+    assert "WRONG" not in printed and "cannot tell" not in printed and "reading" not in printed, printed
+    assert "the free waits for the kernels" in printed and "not verified" in printed, printed  # no record here
 
 
 def test_issue19_a_stream_the_reading_cannot_follow_is_left_to_the_run(tmp_path, monkeypatch, capsys):
@@ -395,8 +529,11 @@ def test_issue19_live_a_right_answer_written_differently_passes(name):
 
 
 @live_only
-def test_issue19_live_a_free_on_another_stream_after_an_event_is_right_but_misses_the_speed_target():
-    """Live on the H100 its event and cross-stream wait each iteration cost about 11 µs over the limit (target: 4.7 µs
-    over it): every result is right and only the speed is wrong, which is what the check must say."""
-    check = LAB.rejected(SLOWER, ANSWERS_RIGHT[SLOWER], "1 thing(s) still wrong: speed:", built=True)
+def test_live_a_free_on_another_stream_after_an_event_is_right_and_only_its_speed_may_fall_short():
+    """Its event and cross-stream wait cost some µs each iteration over the limit: on an H100 alone it met the target
+    in one run (20 µs, target 32) and missed it in another (11 µs over the limit, target 4.7). Every other finding is
+    right; the speed alone may say so, or be unverified on a shared GPU."""
+    check = LAB.check(SLOWER, ANSWERS_RIGHT[SLOWER])
+    wrong = [w for w in check.evalue.split("; ") if not w.startswith(("speed:", "1 thing(s) still wrong: speed:"))]
+    assert check.ename in (None, "LabIncomplete") and not (check.ename and wrong), check.evalue
     assert "result (yours): all" in check.printed and "no leak" in check.printed, check.printed

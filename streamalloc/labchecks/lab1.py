@@ -1,4 +1,5 @@
-"""Lab 1 (from synchronous to stream-ordered): pipeline.cu's results, memory, speed and races, then its code.
+"""Lab 1 (from synchronous to stream-ordered): pipeline.cu's results, memory, speed and races, the record of what
+your function did with the CUDA runtime, then its code.
 
 The fields pipeline.cu prints are declared in the comment block at the top of its source, in
 solutions/lab1_stream_ordered.ipynb.
@@ -12,6 +13,10 @@ TITLE = "Lab 1: from synchronous to stream-ordered"
 FILE, FUNCTION = "pipeline.cu", "pipeline_stream_ordered"
 BYTES, ITERATIONS, REPEATS = 4 << 20, 200, 9  # 4 MiB buffers; 9 timed repeats of 200 iterations
 SANITIZER_ARGS = [64 << 10, 4, 1]  # small: the sanitizer slows every access down
+# The recorded runs (streamalloc.calls): two settings, so that nothing right only for the defaults passes. One
+# repeat each: the harness calls your function for its warm-up (`iterations`), its probe (1) and each repeat.
+TRACE_ARGS = [[64 << 10, 4, 1], [32 << 10, 7, 1]]
+YOURS = "yours"  # pipeline.cu's mark (course::section) around each call of pipeline_stream_ordered
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 # Speed, against the limit (pipeline_preallocated: one buffer allocated before the loop, no wait in it), all
 # measured in the same program: yours may take the limit's time plus the larger of OF_LIMIT of it and OF_LOSS
@@ -38,14 +43,134 @@ def lab1(lesson) -> None:
     report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, clean="no stream-ordered race: every use of buf is ordered "
                     "after its allocation and before its free",
                     errors=f", such as a use of buf not ordered before its free ({ORDER})")
-    code = report.read(FILE, FUNCTION)
-    if code:
-        calls_the_stream_ordered_api(report, code)
-        nothing_synchronous_in_the_loop(report, code)
-        a_fresh_buffer_every_iteration(report, code)
-        if not freed_after_the_kernels(report, code):
-            on_the_kernels_stream(report, code)
+    traced = report.trace(FILE, TRACE_ARGS, what="what your function did with the CUDA runtime, from the record "
+                                                 "of its calls", partial=True)
+    decided = bool(traced) and recorded(report, traced)
+    with report.reading(decided=decided):  # the reading explains: it points at the line
+        code = report.read(FILE, FUNCTION)
+        if code:
+            calls_the_stream_ordered_api(report, code)
+            nothing_synchronous_in_the_loop(report, code)
+            a_fresh_buffer_every_iteration(report, code)
+            if not freed_after_the_kernels(report, code):
+                on_the_kernels_stream(report, code)
     report.finish()
+
+
+# -- what the record of the program's calls shows (streamalloc.calls) ---------------------------------------------
+DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice: the one cudaMemcpy that does not make the host wait
+POLLS = ["cudaEventQuery", "cudaStreamQuery"]  # a host wait where they answered cudaSuccess (the work was done)
+
+
+def calls_of_yours(rec) -> list[list[dict]]:
+    """The recorded lines of each call of your function (between the harness's course::section marks), in order."""
+    spans = []
+    for c in rec.lines:
+        if c["call"] == "section" and c.get("name") == YOURS:
+            spans.append([])
+        elif c["in"] == YOURS and spans and c["call"] != "section":
+            spans[-1].append(c)
+    return spans
+
+
+def recorded(report, traced) -> bool:
+    """On the record of every call of your function in both runs, however the code is written: no cudaMalloc or
+    cudaFree, no host wait; each iteration's kernels use a buffer of their own from cudaMallocAsync (or
+    cudaMallocFromPoolAsync), freed in the same call; every use of each buffer ordered after its allocation and before
+    its free, on whatever stream, through stream order or events. False where the record has no call of your
+    function (the harness's marks are gone): then it decides nothing."""
+    sync_calls, waits, few, shared, unfreed, late, early, settings = [], [], [], [], [], [], [], []
+    allocs = iterations = 0
+    for args, rec in traced:
+        size, iters, repeats = args
+        spans = calls_of_yours(rec)
+        if not spans:
+            report.unverified("what your function did, from the record of its calls",
+                              f"the record of the run with the arguments {' '.join(map(str, args))} has no call of "
+                              f"your function: the harness's course::section(\"{YOURS}\") marks around it are gone")
+            return False
+        want = ([iters, 1] + [iters] * repeats)[:len(spans)]  # the harness's calls: warm-up, probe, timed repeats
+        settings.append(f"{len(spans)} call(s) of your function of {'+'.join(map(str, want))} iterations with "
+                        f"{size:,}-byte buffers")
+        call_of = {id(c): k for k, span in enumerate(spans) for c in span}
+        for k, (span, n) in enumerate(zip(spans, want)):
+            sync_calls += [c["call"] for c in span if c["call"] in ("cudaMalloc", "cudaFree")]
+            waits += [c["call"] for c in span if c["call"] in SYNCS or (c["call"] in POLLS and c["ret"] == 0)
+                      or (c["call"] == "cudaMemcpy" and c.get("kind") != DEVICE_TO_DEVICE)]
+            mine = [b for b in rec.all_buffers if b.stream_ordered and call_of.get(id(b.alloc)) == k]
+            allocs, iterations = allocs + len(mine), iterations + n
+            fills = [op for op in rec.launches("fill_transform", YOURS) if call_of.get(id(op.call)) == k]
+            own = [next((b for b in mine if op in b.uses or op in b.late_uses), None) for op in fills]
+            if len(mine) < n and not (rec.cut_short and k == len(spans) - 1):  # a crash cuts the last call short
+                few.append(f"{len(mine)} allocation(s) in a call of {n} iteration(s)")
+            if None in own or len({id(b) for b in own}) < len(own):
+                shared.append(n)
+            for b in mine:
+                if b.free is None:
+                    if not rec.cut_short:  # a crash stops the program before its frees
+                        unfreed.append(b)
+                elif call_of.get(id(b.free)) != k:
+                    late.append(b)
+        mine = [b for b in rec.all_buffers if b.stream_ordered and id(b.alloc) in call_of]
+        s = next((op.stream for op in rec.launches("fill_transform", YOURS)), None)  # compute's stream: s
+        early += [(p, s) for p in rec.problems() if p.buffer in mine]
+    seen = f"recorded over {' and '.join(settings)}"
+    report.expect(not sync_calls, f"no cudaMalloc or cudaFree in your function (record; {seen})",
+                  f"your function called {checks.english(sorted(set(sync_calls)))} ({len(sync_calls)} time(s), "
+                  f"{seen}): cudaMalloc calls into the driver every iteration, and cudaFree either waits for the whole "
+                  f"GPU or, on memory from cudaMallocAsync, frees it without waiting for the kernels ({ORDER}); use "
+                  "cudaMallocAsync(&buf, bytes, s) and cudaFreeAsync(buf, s)")
+    report.expect(not waits, "no host wait in your function (record)",
+                  f"{checks.english(sorted(set(waits)))} made the host wait inside your function ({len(waits)} "
+                  f"time(s), {seen}): the host then waits for the GPU in every iteration where it is called. "
+                  "cudaFreeAsync on s is already ordered after the kernels, and the caller waits once, after your "
+                  "function")
+    report.expect(not few and not shared and allocs,
+                  f"a fresh buffer every iteration: {allocs} cudaMallocAsync in {iterations} iterations, each "
+                  f"iteration's kernels on a buffer of their own (record)",
+                  f"not a fresh buffer every iteration: {allocs} stream-ordered allocation(s) in {iterations} "
+                  f"iterations ({seen}" + (f"; {few[0]}" if few else "") + "). In this lab every iteration allocates "
+                  "its own buffer with cudaMallocAsync, as the original does with cudaMalloc, and frees it at the end "
+                  "of the iteration: the point is an allocation that costs (almost) nothing")
+    report.expect(not unfreed and not late, "every buffer your function allocated is freed in the same call (record)",
+                  f"{len(unfreed) + len(late)} buffer(s) your function allocated "
+                  + (f"were never freed{f' ({len(unfreed)})' if late else ''}" if unfreed else "")
+                  + (" and " if unfreed and late else "")
+                  + (f"were freed outside the call that allocated them{f' ({len(late)})' if unfreed else ''}"
+                     if late else "")
+                  + f" ({seen}): free every buffer in the iteration that allocated it, with cudaFreeAsync(buf, s), "
+                  "or the pool's memory in use grows with every call")
+    if not early:
+        report.ok(f"order (record): every use of each buffer (fill_transform, reduce_sum) is ordered after its "
+                  f"allocation and before its free ({seen})")
+        return True
+    p, s = early[0]
+    b, where = p.buffer, stream_name(p.use.stream, s)
+    if p.kind == "before its allocation":
+        first = (f"{p.use.what} on {where} is not ordered after the {b.alloc['call']} of its buffer on "
+                 f"{stream_name(b.alloc_op.stream, s)}: it can use the buffer before it is allocated")
+    elif p.kind == "after its free" and b.free_op is None:
+        first = (f"the host freed the buffer with {b.free['call']} before {p.use.what} on {where} had finished with "
+                 "it: nothing made the host wait for the kernels")
+    elif p.kind == "after its free":
+        first = (f"{p.use.what} on {where} is not done before the cudaFreeAsync of its buffer on "
+                 f"{stream_name(b.free_op.stream, s)}: nothing orders that free after the kernels")
+    else:
+        first = f"{p.use.what} on {where} was launched after its buffer's free: it uses freed memory"
+    report.wrong(f"order (record): {len(early)} use(s) of your buffers not ordered after their allocation or before "
+                 f"their free ({seen}). The first: {first}. The pool can then hand buf's memory to another allocation "
+                 "while the kernels still use it. Allocate before compute(...), free after it with "
+                 "cudaFreeAsync(buf, s), or on another stream only after it waits for an event recorded on s after "
+                 f"the kernels ({ORDER}; {REUSE})")
+    return True
+
+
+def stream_name(stream, s) -> str:
+    """A recorded stream in the learner's words: s (the stream compute's kernels run on), a default stream, another."""
+    if stream == s:
+        return "s"
+    return {"legacy": "the legacy default stream (0)", "per-thread": "the per-thread default stream"}.get(
+        stream[1], f"another stream ({stream[1]})")
 
 
 # -- what the run shows ------------------------------------------------------------------------------------------
@@ -83,7 +208,8 @@ def free_waits(report, records):
 
 
 def speed(report, records, label):
-    t = {v: measure.summary(records.one(what="time", version=v)["us_per_iteration"]) for v in VERSIONS}
+    runs = {v: records.one(what="time", version=v)["us_per_iteration"] for v in VERSIONS}  # the repeats
+    t = {v: measure.summary(runs[v]) for v in VERSIONS}
     show([{"version": who, "function": "pipeline_" + ("sync" if v == "original" else v),
            "median µs per iteration": t[v]["median"], "min": t[v]["min"], "max": t[v]["max"]}
           for v, who in VERSIONS.items()], label,
@@ -96,7 +222,7 @@ def speed(report, records, label):
                f"{allowed:.1f} µs (the larger of {OF_LIMIT:.0%} of the limit and {OF_LOSS:.0%} of the "
                f"{o - lim:.1f} µs the original loses), and at least {MIN_SPEEDUP:g}× faster than the original"
                f" (medians of {REPEATS} repeats on {label})")
-    judge_speed(report, o, lim, y, allowed, MIN_SPEEDUP, figures,
+    judge_speed(report, *runs.values(), allowed, MIN_SPEEDUP, figures,
                 "Something in the loop still makes the host wait, or calls into the driver (see the hints)")
 
 

@@ -1,4 +1,5 @@
-"""Lab 2 (tune the pool): tuned.cu's reserved memory, speed, trim and threshold, then its code.
+"""Lab 2 (tune the pool): tuned.cu's reserved memory, speed, trim and threshold, then what tuned_loop did with the
+default pool, from the record of its CUDA calls, then its code.
 
 The fields tuned.cu prints are declared in the comment block at the top of its source, in
 solutions/lab2_tune_pool.ipynb.
@@ -6,6 +7,7 @@ solutions/lab2_tune_pool.ipynb.
 from __future__ import annotations
 
 from .. import checks, cppsource, measure
+from ..measure import nbytes
 from .common import MiB, judge_speed, size, within_limit
 
 TITLE = "Lab 2: tune the pool"
@@ -16,11 +18,17 @@ BYTES, ITERATIONS = 64 * MiB, 100  # 64 MiB per iteration (a T4 has 15 GB), 100 
 # and must be MIN_SPEEDUP times faster than threshold 0.
 OF_LIMIT, OF_LOSS, MIN_SPEEDUP = 0.25, 0.04, 1.5
 THRESHOLD = "cudaMemPoolAttrReleaseThreshold"
+RELEASE_THRESHOLD = 4  # cudaMemPoolAttrReleaseThreshold's value in the record (driver_types.h)
+# The recorded runs (small: they are not timed): two sizes and iteration counts, and the second starts tuned_loop
+# from a release threshold other than 0 (tuned.cu's third argument), so that a value put back is the one found.
+TRACE_ARGS = [[8 * MiB, 3], [4 * MiB, 4, 3 * MiB]]
+YOURS = "yours"  # tuned.cu's mark (course::section) around its call of tuned_loop
+HOST_WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 CACHE = "Guide §15.7 Physical Page Caching Behavior"
 
 
 def lab2(lesson) -> None:
-    """Builds tuned.cu, runs it, and reads tuned_loop."""
+    """Builds tuned.cu, runs it (timed, then twice with the call recorder), and reads tuned_loop."""
     report = checks.Report(TITLE, lesson)
     bytes_ = iteration_bytes(lesson)
     res = report.run(FILE, [bytes_, ITERATIONS], timeout=120, what="the results, the pool's memory and the timing")
@@ -33,12 +41,16 @@ def lab2(lesson) -> None:
         speed(report, its, res.label)
         trimmed(report, summary["yours"])
         threshold_restored(report, summary["yours"])
-    code = report.read(FILE, FUNCTION)
-    loop = given_loop(report, code) if code else None
-    if loop:
-        threshold_set_before_the_loop(report, code, loop, bytes_)
-        trim_after_the_loop(report, code, loop)
-        threshold_put_back(report, code, loop)
+    traced = report.trace(FILE, TRACE_ARGS, what="what tuned_loop did with the pool, from the record of its calls")
+    if traced:
+        recorded_pool(report, traced)
+    with report.reading(decided=bool(traced)):  # the reading explains: it points at the line
+        code = report.read(FILE, FUNCTION)
+        loop = given_loop(report, code) if code else None
+        if loop:
+            threshold_set_before_the_loop(report, code, loop, bytes_)
+            trim_after_the_loop(report, code, loop)
+            threshold_put_back(report, code, loop)
     report.finish()
 
 
@@ -89,14 +101,15 @@ def keeps_its_memory(report, its, yours, bytes_):
 
 
 def speed(report, its, label):
-    t0, lim, y = (measure.summary([r["us"] for r in its[loop]])["median"] for loop in ("threshold 0", "limit", "yours"))
+    runs = [[r["us"] for r in its[loop]] for loop in ("threshold 0", "limit", "yours")]  # every iteration's time
+    t0, lim, y = (measure.med(times) for times in runs)
     allowed = within_limit(t0, lim, OF_LIMIT, OF_LOSS)
     figures = (f"threshold 0 takes {t0:.1f} µs per iteration, the limit (one buffer from cudaMalloc, no pool) "
                f"{lim:.1f} µs, yours {y:.1f} µs: {t0 / y:.1f}× faster than threshold 0. Target: at most "
                f"{lim + allowed:.1f} µs, the limit plus the larger of {OF_LIMIT:.0%} of it and {OF_LOSS:.0%} of the "
                f"{t0 - lim:.1f} µs threshold 0 loses, and at least {MIN_SPEEDUP:g}× faster than threshold 0 (medians "
                f"of {len(its['yours'])} iterations on {label})")
-    judge_speed(report, t0, lim, y, allowed, MIN_SPEEDUP, figures,
+    judge_speed(report, *runs, allowed, MIN_SPEEDUP, figures,
                 "The pool still has to grow in the loop's iterations (see reserved memory)", "threshold 0")
 
 
@@ -114,6 +127,159 @@ def threshold_restored(report, yours):
                   f"the default pool's release threshold is left at {size(after)} (it was {size(before)}): the default "
                   "pool is shared by everything in the process that calls cudaMallocAsync, and would keep all its "
                   "memory from now on; put the threshold back to threshold_before after the trim")
+
+
+# -- what the record of the program's calls shows (streamalloc.calls) ---------------------------------------------
+def pool_story(args, rec) -> dict:
+    """What tuned_loop did with the pool in one recorded run: the threshold it started from and whether it read it,
+    the pool its loop allocated from, the default pool's threshold at each of the loop's synchronizations (the first
+    host wait after each cudaFreeAsync), its trims, the pools it set that are not the default one, and the threshold
+    it left."""
+    defaults = {c["pool"] for c in rec.named("cudaDeviceGetDefaultMemPool") if c["ret"] == 0}
+    created = {c["pool"] for c in rec.named("cudaMemPoolCreate") if c["ret"] == 0}
+    current = next(iter(sorted(defaults)), None)  # the pool cudaMallocAsync takes from, until cudaDeviceSetMemPool
+    value: dict = {}  # pool -> its release threshold, as last read or set
+    story = {"args": args, "start": None, "read": False, "pools": [], "syncs": [], "trims": [], "sets": [],
+             "others": set(), "created": created, "defaults": defaults}
+    waiting = False  # a cudaFreeAsync of the loop awaits its synchronization
+    for c in rec.lines:
+        call, ok, mine = c["call"], c["ret"] == 0, c["in"] == YOURS
+        if mine and story["start"] is None:
+            story["start"] = next((value[p] for p in defaults if p in value), 0)
+        if call == "cudaDeviceSetMemPool" and ok:
+            current = c["pool"]
+        elif call in ("cudaMemPoolGetAttribute", "cudaMemPoolSetAttribute") and ok and c["attr"] == RELEASE_THRESHOLD:
+            if mine and call == "cudaMemPoolGetAttribute" and c["pool"] in defaults and not story["sets"]:
+                story["read"] = story["read"] or c["value"] == story["start"]
+            if mine and call == "cudaMemPoolSetAttribute":
+                if c["pool"] in defaults:  # (allocations and synchronizations of the loop before it, the value)
+                    story["sets"].append((len(story["pools"]), len(story["syncs"]), c["value"]))
+                else:
+                    story["others"].add(c["pool"])
+            value[c["pool"]] = c["value"]
+        if not mine:
+            continue
+        if call == "cudaMallocAsync" and ok:
+            story["pools"].append(c.get("pool") or current)
+        elif call == "cudaFreeAsync" and ok:
+            waiting = True
+        elif call in HOST_WAITS and ok and waiting:
+            waiting = False
+            story["syncs"].append(next((value[p] for p in defaults if p in value), 0))
+        elif call == "cudaMemPoolTrimTo" and ok:
+            story["trims"].append((len(story["syncs"]), c["pool"] in defaults, c["pool"]))
+        story["end"] = next((value[p] for p in defaults if p in value), 0)  # as tuned_loop leaves it
+    return story
+
+
+def setting(story) -> str:
+    """One recorded run, in words: 8 MiB × 3 iterations from threshold 0."""
+    args, start = story["args"], story["start"] or 0
+    return f"{nbytes(args[0])} × {args[1]} iterations from threshold {nbytes(start) if start else 0}"
+
+
+def recorded_pool(report, traced):
+    """On the record of both runs: the loop allocates from the default pool; tuned_loop reads the threshold it
+    starts from; the default pool's threshold is at least what an iteration allocates at every synchronization of the
+    loop; the pool is trimmed after the loop; and the threshold left is exactly the one read, whatever it was."""
+    stories = [pool_story(args, rec) for args, rec in traced]
+    if any(s["start"] is None for s in stories):
+        report.wrong("the record has no call made by tuned_loop: tuned.cu's harness marks its call of tuned_loop "
+                     "(course::section(\"yours\")); put the given harness back as it was")
+        return
+    seen = f"recorded over {' and '.join(setting(s) for s in stories)}"
+    for s in stories:
+        other = [p for p in s["pools"] if p not in s["defaults"]]
+        if not s["pools"] or len(s["syncs"]) < len(s["pools"]):
+            report.wrong(f"the loop (record): tuned_loop's record ({setting(s)}) has {len(s['pools'])} "
+                         f"cudaMallocAsync and {len(s['syncs'])} synchronizations after a cudaFreeAsync: the given "
+                         "loop must still allocate, free and synchronize in every iteration; put it back as it was")
+            return
+        if other:
+            report.wrong(f"the loop (record): its cudaMallocAsync took memory from pool {other[0]}, not the device's "
+                         f"default pool ({setting(s)}): leave the loop as given, on the default pool, and tune that "
+                         "pool (Guide §15.4 Memory Pools and the cudaMemPool_t)")
+            return
+    unread = [s for s in stories if not s["read"]]
+    report.expect(not unread, f"threshold read (record): tuned_loop read the release threshold it started from "
+                              f"before changing it ({seen})",
+                  f"threshold read (record): tuned_loop did not read the default pool's release threshold before "
+                  f"changing it ({setting(unread[0]) if unread else ''}): keep the given line that reads it into "
+                  "threshold_before, so that you can put it back")
+    kept_during_the_loop(report, stories, seen)
+    trimmed_after_the_loop(report, stories, seen)
+    put_back(report, stories, seen)
+
+
+def kept_during_the_loop(report, stories, seen):
+    for s in stories:
+        bytes_ = s["args"][0]
+        low = [(i, v) for i, v in enumerate(s["syncs"]) if v < bytes_]
+        if not low:
+            continue
+        i, v = low[0]
+        why = ""
+        if s["others"]:
+            mine = [p for p in s["others"] if p in s["created"]]
+            why = (f" Your cudaMemPoolSetAttribute set the threshold of pool {sorted(s['others'])[0]}"
+                   + (", one your code created with cudaMemPoolCreate," if mine else "")
+                   + " not of the default pool that the loop's cudaMallocAsync takes its memory from.")
+        elif s["sets"] and any(w >= bytes_ for w in s["syncs"]):
+            why = " It was high at other synchronizations of the loop only: set it once, before the loop, and put it " \
+                  "back only after the loop."
+        elif not s["sets"]:
+            why = " tuned_loop never set the default pool's threshold."
+        report.wrong(f"threshold during the loop (record): at the synchronization of iteration {i} "
+                     f"({len(low)} of {len(s['syncs'])}; {setting(s)}) the default pool's release threshold was "
+                     f"{size(v)}, less than the {size(bytes_)} an iteration allocates: the pool gives its memory "
+                     f"back there and maps it again at the next cudaMallocAsync.{why} Set it before the loop's first "
+                     f"cudaMallocAsync (TODO 1; {CACHE}, Guide §15.12 Synchronization API Actions)")
+        return
+    values = sorted({v for s in stories for v in s["syncs"]})
+    report.ok(f"threshold during the loop (record): at every synchronization of the loop the default pool's release "
+              f"threshold was {checks.english([size(v) for v in values], 'or')}, at least what an iteration "
+              f"allocates ({seen})")
+    inside = max(sum(0 < m and n < len(s["syncs"]) for m, n, _ in s["sets"]) for s in stories)
+    if inside:  # harmless, and no use: the pool reads the threshold only at a synchronization
+        report.note(f"the release threshold is set {inside} time(s) inside the loop (record): once, before the loop, "
+                    "is enough")
+
+
+def trimmed_after_the_loop(report, stories, seen):
+    for s in stories:
+        n = len(s["syncs"])
+        after = [t for t in s["trims"] if t[0] == n and t[1]]
+        inside = [t for t in s["trims"] if 0 < t[0] < n and t[1]]
+        elsewhere = sorted({t[2] for t in s["trims"] if not t[1]})
+        if inside:
+            report.wrong(f"trim (record): cudaMemPoolTrimTo ran inside the loop, after the synchronization of "
+                         f"iteration {inside[0][0] - 1} ({setting(s)}): that gives the memory back in every iteration, "
+                         f"as threshold 0 does; call it once, after the loop (TODO 2; {CACHE})")
+            return
+        if not after:
+            other = (f"; your cudaMemPoolTrimTo trimmed pool {elsewhere[0]}, not the default pool the loop allocates "
+                     "from" if elsewhere else "")
+            report.wrong(f"trim (record): tuned_loop did not trim the default pool after the loop ({setting(s)})"
+                         f"{other}: call cudaMemPoolTrimTo(pool, 0) once the loop is over (TODO 2; {CACHE})")
+            return
+    report.ok(f"trim (record): cudaMemPoolTrimTo on the default pool after the loop's last synchronization ({seen})")
+
+
+def put_back(report, stories, seen):
+    for s in stories:
+        if s["end"] != s["start"]:
+            after = [v for _, n, v in s["sets"] if n == len(s["syncs"])]
+            report.wrong(f"threshold put back (record): tuned_loop found the default pool's release threshold at "
+                         f"{size(s['start'])} and left it at {size(s['end'])} ({setting(s)})"
+                         + (f": after the loop it set it to {size(after[-1])}, not to the value it read" if after else
+                            ": it did not set it back after the loop on this run") +
+                         ". Put back exactly the value tuned_loop read, threshold_before, on every path, not a "
+                         "constant that equals it only for some starting threshold: the default pool is shared by "
+                         "everything in the process that calls cudaMallocAsync (TODO 2)")
+            return
+    starts = checks.english([size(s["start"]) for s in stories])
+    report.ok(f"threshold put back (record): tuned_loop left the default pool's release threshold at the value it read "
+              f"({starts}), on both runs ({seen})")
 
 
 # -- what the code explains ---------------------------------------------------------------------------------------
@@ -218,6 +384,14 @@ def trim_after_the_loop(report, code, loop):
 def threshold_put_back(report, code, loop):
     sets = threshold_sets(checks.Report(""), code)  # the notes were given above
     if any(p < loop[0] for p in sets):
-        report.expect(any(p >= loop[1] for p in sets), "the release threshold is set again after the loop (put back)",
+        after = [p for p in sets if p >= loop[1]]
+        report.expect(bool(after), "the release threshold is set again after the loop (put back)",
                       "the release threshold is not put back after the loop: the default pool would keep all its "
                       "memory for the rest of the process; set it back to threshold_before after the trim")
+        for p in after[-1:]:  # a constant is the value found only for one starting threshold
+            arg = (cppsource.call_arguments(code, p) + ["", "", ""])[2]
+            value = cppsource.constant(code, arg, before=p)
+            if value is not None:
+                report.wrong(f"the release threshold is put back to a constant, {size(value)} (`{arg}`), not to "
+                             "threshold_before, the value tuned_loop read: that is right only when the threshold "
+                             f"started at {size(value)}, and the check also starts tuned_loop from another value")

@@ -13,6 +13,8 @@ TITLE = "Lab 3: fix the race"
 FILE = "race.cu"
 ARGS = [1 << 20, 16, 2000, 200]           # elements, iterations, fill µs, consume µs
 SANITIZER_ARGS = [1 << 14, 3, 300, 30]    # smaller: the sanitizer slows every memory access down
+TRACE_ARGS = [[1 << 14, 3, 300, 30], [1 << 12, 5, 100, 10]]  # the recorded runs: two settings, so no default hides
+LOOP = "loop"  # race.cu's mark (course::section) around its loop
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--show-backtrace", "device",
              "--error-exitcode", "99"]
 ORDER = "Guide §15.3 API Fundamentals"
@@ -28,17 +30,67 @@ def lab3(lesson) -> None:
         every_block_freed(report, res.records)
     report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, timeout=180, clean="no stream-ordered race",
                     errors=", such as an access to buf not ordered after its allocation or before its free")
-    order = cppsource.StreamOrder(report.read(FILE, "main"))  # main, with the file's own helpers inlined
-    if order.missing("cudaMallocAsync", "fill_slow", "consume", "cudaFreeAsync"):
-        report.wrong("the loop must still allocate buf (cudaMallocAsync), fill it (fill_slow<<<...>>>), read it "
-                     "(consume<<<...>>>) and free it (cudaFreeAsync)")
-    else:
-        read_after_the_fill(report, order)
-        freed_after_the_read(report, order)
-        as_many_events_as_needed(report, order)
-    report.forbid_in_loop(report.read(FILE, "main"), SYNCS, "let the streams wait for each other on the GPU, with "
-                                                            "events; a host wait in the loop stalls both streams")
+    traced = report.trace(FILE, TRACE_ARGS, what="the order of the two streams' work, from the record of its calls",
+                          partial=True)
+    if traced:
+        recorded_order(report, traced)
+    with report.reading(decided=bool(traced)):  # the reading explains: it points at the line
+        order = cppsource.StreamOrder(report.read(FILE, "main"))  # main, with the file's own helpers inlined
+        if order.missing("cudaMallocAsync", "fill_slow", "consume", "cudaFreeAsync"):
+            report.wrong("the loop must still allocate buf (cudaMallocAsync), fill it (fill_slow<<<...>>>), read it "
+                         "(consume<<<...>>>) and free it (cudaFreeAsync)")
+        else:
+            read_after_the_fill(report, order)
+            freed_after_the_read(report, order)
+            as_many_events_as_needed(report, order)
+        report.forbid_in_loop(report.read(FILE, "main"), SYNCS, "let the streams wait for each other on the GPU, "
+                                                                "with events; a host wait in the loop stalls both streams")
     report.finish()
+
+
+# -- what the record of the program's calls shows (streamalloc.calls) ---------------------------------------------
+def recorded_order(report, traced):
+    """On the record of every iteration of both runs: is each consume ordered after its buffer's allocation and
+    fill, and its buffer's free after the consume? Is there a host wait in the loop? However the code is written."""
+    early, late, waits, buffers, settings = [], [], [], 0, []
+    for args, rec in traced:
+        settings.append(f"{args[1]} iterations of {args[0]:,} elements")
+        for b in (b for b in rec.all_buffers if b.stream_ordered and b.alloc["in"] == LOOP):
+            buffers += 1
+            fills = [u for u in b.uses if u.what == "fill_slow"]
+            reads = [u for u in b.uses if u.what == "consume"]
+            if not fills or not reads or (b.free is None and not rec.cut_short):
+                report.wrong(f"the loop must still allocate buf, fill it (fill_slow), read it (consume) and free it "
+                             f"(cudaFreeAsync) in every iteration: the record of {settings[-1]} has an allocation "
+                             f"with {len(fills)} fill(s), {len(reads)} read(s) and {'a' if b.free else 'no'} free")
+                return
+            if not all(rec.before(b.alloc_op, r) and rec.before(f, r) for f in fills for r in reads):
+                early.append(args)
+            if not all(rec.done_before_free(r, b) for r in reads):
+                late.append(args)
+        waits += [c["call"] for name in SYNCS for c in rec.named(name, LOOP) if c["ret"] == 0]
+        waits += [c["call"] for name in ("cudaEventQuery", "cudaStreamQuery") for c in rec.named(name, LOOP)
+                  if c["ret"] == 0]
+    if not buffers:
+        report.wrong("the record of the run has no cudaMallocAsync in the loop: the loop must still allocate buf "
+                     "with cudaMallocAsync on the producer, every iteration")
+        return
+    seen = f"recorded over {' and '.join(settings)}"
+    report.expect(not early, f"order (record): every consume is ordered after its buffer's cudaMallocAsync and "
+                             f"fill_slow ({seen})",
+                  f"order (record): consume is not ordered after fill_slow ({seen}): the consumer can read buf before "
+                  "it is allocated and filled. Record an event on the producer after the fill, and make the consumer "
+                  f"wait for it (cudaStreamWaitEvent) before it reads (TODO 1; {ORDER})")
+    report.expect(not late, f"order (record): every cudaFreeAsync is ordered after the consume that reads its "
+                            f"buffer ({seen})",
+                  f"order (record): cudaFreeAsync is not ordered after consume ({seen}): the pool can give buf's block "
+                  "to the next iteration's cudaMallocAsync while the consumer still reads it. Record an event on the "
+                  "consumer after the read, and make the producer wait for it (cudaStreamWaitEvent) before "
+                  f"cudaFreeAsync (TODO 2; {ORDER})")
+    report.expect(not waits, "no host wait inside the loop (record)",
+                  f"{checks.english(sorted(set(waits)))} made the host wait inside the loop ({len(waits)} time(s), "
+                  "record): let the streams wait for each other on the GPU, with events; a host wait in the loop "
+                  "stalls both streams")
 
 
 # -- what the run shows ------------------------------------------------------------------------------------------

@@ -1,67 +1,186 @@
-"""Lab 4 (capture it): graph.cu's graph, results and graph memory, then how its code builds, launches and frees
-the graph (by stream capture, or node by node with the graph API).
+"""Lab 4 (capture it): graph.cu's results and graph memory, the record of its calls (the graph's own nodes and
+edges, its instantiations and launches), then how its code builds, launches and frees the graph.
 
-The run decides the order inside the graph: graph.cu reads the graph back (its nodes, what each allocates, frees or
-touches, and its edges), and the free node must come after every node that touches the allocation, each of which
-must come after the allocation node (Guide §16.3, "A program must guarantee that operations accessing graph
-memory are ordered after the allocation node [and] before the operation freeing the memory"). No timing can show
-a free that does not wait inside a graph (the graph keeps its memory mapped), so the edges decide, and
-compute-sanitizer, which §16.4.2 names for accesses outside an allocation's lifetime, runs the program too.
+The record decides the order inside the graph: at instantiation the course's call recorder (streamalloc.calls) reads
+the graph's nodes and edges from the graph itself, and the free node must come after every kernel that uses the
+allocation, each of which must come after the allocation node (Guide §16.3, "A program must guarantee that operations
+accessing graph memory are ordered after the allocation node [and] before the operation freeing the memory"),
+whether the graph was captured or built node by node, and however it was instantiated. No timing can show a free
+that does not wait inside a graph (the graph keeps its memory mapped), so the edges decide, and compute-sanitizer,
+which §16.4.2 names for accesses outside an allocation's lifetime, runs the program too. The record is made with two
+argument sets (elements, launches), so a loop right only for the default count is found out.
 
 The fields graph.cu prints are declared in the comment block at the top of its source, in
 solutions/lab4_capture_graph.ipynb.
 """
 from __future__ import annotations
 
-from .. import checks, cppsource, measure, sanitizer
+import re
+
+from .. import calls, checks, cppsource, measure, sanitizer
 from .common import MiB, SYNCS, show
 from .streams import Order, cannot_tell
 
 TITLE = "Lab 4: capture it"
 FILE = "graph.cu"
 N, LAUNCHES, ITERATIONS = 1 << 22, 100, 100  # 16 MiB of floats per allocation; graph launches; loop iterations
+TRACE_ARGS = [[1 << 12, 3, 2], [1 << 10, 7, 1]]  # the recorded runs: two launch counts, so no default hides
+LOOP = "loop"  # graph.cu's mark (course::section) around its timed loop of launches
 NEEDED = {  # the calls the lab asks for, however the graph is built, and why
-    ("cudaGraphInstantiate", "cudaGraphInstantiateWithFlags"): "a graph is launched as an executable graph (TODO 1)",
+    ("cudaGraphInstantiate", "cudaGraphInstantiateWithFlags", "cudaGraphInstantiateWithParams"):
+        "a graph is launched as an executable graph (TODO 1)",
     ("cudaGraphLaunch",): "launch the executable graph in the timed loop (TODO 2)",
     ("cudaGraphExecDestroy",): "destroy the executable graph at the end (TODO 3)",
     ("cudaGraphDestroy",): "destroy the graph too, at the end (TODO 3)",
     ("cudaDeviceGraphMemTrim",): "without it the graph allocator keeps its physical memory after the graph is "
                                  "destroyed (Graph Memory Nodes, Physical Memory Footprint) (TODO 4)",
 }
-NODES = ("cudaGraphAddMemAllocNode", "cudaGraphAddMemFreeNode")  # the graph built node by node
+NODES = ("cudaGraphAddMemAllocNode", "cudaGraphAddMemFreeNode", "cudaGraphAddNode")  # built node by node
 SANITIZER_ARGS = [1 << 16, 3, 3]  # small and short: the sanitizer slows every access down
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 LIFETIME = "Guide §16.3 API Fundamentals: accesses ordered after the allocation node, before the free"
+KERNELS = ("produce", "accumulate")
 
 
 def lab4(lesson) -> None:
-    """Builds graph.cu, runs it, and reads how main builds, launches and frees the graph."""
+    """Builds graph.cu, runs it, records its calls, and reads how main builds, launches and frees the graph."""
     report = checks.Report(TITLE, lesson)
     res = report.run(FILE, [N, LAUNCHES, ITERATIONS], timeout=60, what="the results and the graph memory")
     if res is not None:
         recs = res.records
         mem = {r["phase"]: r for r in recs.where(what="graph_mem")}
         tables(recs, mem, res.label)
-        the_graph_allocates_and_frees(report, recs.one(what="graph"))
-        the_free_follows_every_use(report, recs.where(what="graph_node"))
         results(report, recs)
         graph_memory(report, mem)
     report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, timeout=300, clean="no access outside tmp's lifetime",
                     errors=", such as an access to tmp after its free node")
-    code = report.read(FILE, "main")
-    if code:
-        report.require_calls(code, NEEDED)
-        if cppsource.calls(code, "cudaStreamBeginCapture") or not any(cppsource.calls(code, n) for n in NODES):
-            captured(report, code)
-        else:
-            built_node_by_node(report, code, ran=res is not None)
-        launched_in_the_loop(report, code)
-        trimmed_once_the_launches_completed(report, code)
+    traced = report.trace(FILE, TRACE_ARGS, what="the graph's nodes and edges and its launches, from the record of "
+                                                 "its calls")
+    if traced:
+        recorded_graph(report, traced)
+    unnamed = never_named(report, report.source(FILE), NEEDED)  # a call the file never names is not made
+    with report.reading(decided=bool(traced)):  # the reading explains: it points at the line
+        code = report.read(FILE, "main")
+        if code:
+            if not unnamed:
+                report.require_calls(code, NEEDED)
+            if cppsource.calls(code, "cudaStreamBeginCaptureToGraph"):
+                cannot_tell(report, "what the capture into an existing graph holds", "The reading does not follow "
+                            "cudaStreamBeginCaptureToGraph; the record of the run reads the graph itself")
+            elif cppsource.calls(code, "cudaStreamBeginCapture") or not any(cppsource.calls(code, n) for n in NODES):
+                captured(report, code)
+            else:
+                built_node_by_node(report, code, ran=bool(traced))
+            launched_in_the_loop(report, code)
+            trimmed_once_the_launches_completed(report, code)
     report.finish()
+
+
+def never_named(report, src: str, needed: dict) -> bool:
+    """A call whose name appears nowhere in the file (comments aside) is not made: wrong, whatever the run. Token
+    pasting (##) can build a name the text does not hold: then nothing is said. True if one was missing."""
+    text = cppsource.strip_comments(src)
+    if "##" in text:
+        return False
+    missing = {}
+    for names, why in needed.items():
+        names = (names,) if isinstance(names, str) else names
+        if not any(re.search(rf"\b{n}\b", text) for n in names):
+            missing.setdefault(why, []).append(" or ".join(names))
+    for why, group in missing.items():
+        report.wrong(f"{checks.english(group)} {'is' if len(group) == 1 else 'are'} not called (the file never "
+                     f"names {'it' if len(group) == 1 else 'them'}): {why}")
+    return bool(missing)
 
 
 def mib(nbytes):
     return f"{nbytes / MiB:.1f} MiB"
+
+
+# -- what the record of the program's calls shows (streamalloc.calls) ---------------------------------------------
+def recorded_graph(report, traced):
+    """On the record of both runs: the exec the timed loop launches, launched as many times as asked, instantiated
+    once, and its graph (as instantiated: nodes and edges read from the graph itself) with an allocation node, the
+    kernels that use it, and a free node ordered after all of them. However the graph was built or instantiated."""
+    settings, shapes = [], set()
+    for args, rec in traced:
+        n, launches = args[0], args[1]
+        settings.append(f"{launches} launches of {n:,} elements")
+        launched = [c for c in rec.named("cudaGraphLaunch", LOOP) if c["ret"] == 0]
+        made = [c for c in rec.named("cudaGraphInstantiate") if c["ret"] == 0]
+        in_loop = [c for c in made if c["in"] == LOOP]
+        if len(launched) != launches:
+            report.wrong(f"launches (record): with launches = {launches}, the timed loop launched a graph "
+                         f"{len(launched)} time(s): it must launch exec once per iteration, {launches} times (TODO 2)")
+            return
+        if len(in_loop) > 1:
+            report.wrong(f"instantiation (record): with launches = {launches}, the timed loop instantiated a graph "
+                         f"{len(in_loop)} times: instantiating is the expensive step a graph is built to pay once; "
+                         "instantiate once before the loop (TODO 1) and launch the same exec in it (TODO 2)")
+            return
+        execs = list(dict.fromkeys(c["exec"] for c in launched))
+        for exec_ in execs:
+            dump = rec.graphs.get(exec_)
+            if dump is None:
+                report.wrong(f"the timed loop launches {exec_}, which the record never saw instantiated: launch the "
+                             "exec that cudaGraphInstantiate gave (TODO 1 and 2)")
+                return
+            shape = graph_shape(report, calls.Graph(dump), rec, settings[-1])
+            if shape is None:
+                return
+            shapes.add(shape)
+    seen = f"recorded with {' and with '.join(settings)}"
+    report.ok(f"launches (record): the timed loop launched the instantiated graph once per iteration, as many times "
+              f"as asked, without instantiating it again ({seen})")
+    report.ok(f"the graph's own edges (record): {'; '.join(sorted(shapes))}: produce and accumulate use tmp only "
+              f"after its allocation node, and its free node comes after both ({seen}; {LIFETIME})")
+
+
+def graph_shape(report, g, rec, setting: str) -> str | None:
+    """What one instantiated graph holds, said in words; None (and WRONG or not verified) where it is not right."""
+    kernels = g.kernels()
+    if any(k.get("kernel", "?") == "?" or k.get("args") is None for k in kernels):
+        report.unverified("the graph's own edges", "this driver cannot tell the recorder which buffers the graph's "
+                                                  "kernel nodes were given (a CUDA 12.4 driver or newer can)")
+        return None
+    missing = [k for k in KERNELS if not g.kernels(k)]
+    if missing:
+        report.wrong(f"the graph (record, {setting}) has no {checks.english(missing)} kernel node: one launch of "
+                     "the graph is one iteration, with both kernels (TODO 1)")
+        return None
+    allocs, frees = g.of_type(calls.ALLOC_NODE), g.of_type(calls.FREE_NODE)
+    users = {id(k) for a in allocs for k in g.uses(a)}
+    outside = [k for name in KERNELS for k in g.kernels(name) if id(k) not in users]
+    if not allocs or outside:
+        elsewhere = any(b.stream_ordered for b in rec.all_buffers for k in outside
+                        for v in k.get("args") or [] if v and b.ptr <= int(v, 16) < b.ptr + max(b.size, 1))
+        report.wrong(f"the graph (record, {setting}) has {len(allocs)} memory allocation node(s), and "
+                     f"{checks.english(sorted({calls.kernel_name(k['kernel']) for k in outside})) or 'no kernel'} "
+                     f"use{'s' if len(outside) == 1 else ''} memory the graph does not allocate"
+                     + (" (a cudaMallocAsync made outside the graph)" if elsewhere else "")
+                     + ": allocate tmp inside the graph (a captured cudaMallocAsync, or an allocation node), so that "
+                       "the graph owns its scratch memory (TODO 1)")
+        return None
+    unfreed = [a for a in allocs if not any(f.get("ptr") == a.get("ptr") for f in frees)]
+    if unfreed:
+        report.wrong(f"the graph (record, {setting}) allocates tmp but has no free node for it: each launch leaves "
+                     "its allocation unfreed, so the next launch fails, or, with "
+                     "cudaGraphInstantiateFlagAutoFreeOnLaunch, frees it first, and the last launch's allocation "
+                     "stays in use and keeps its memory after the trim; free tmp in the graph (a captured "
+                     "cudaFreeAsync, or a free node), after the kernels that use it (TODO 1)")
+        return None
+    problems = g.problems()
+    if problems:
+        kind, _, k = problems[0]
+        name = calls.kernel_name(k["kernel"])
+        report.wrong(f"the graph's own edges (record, {setting}): {name} is not ordered "
+                     + ("after the allocation node: it may touch tmp before it is allocated. Make it depend on the "
+                        "allocation node, directly or through others" if kind == "before its allocation" else
+                        "before the free node: the free may run while it still uses tmp. Make the free node depend "
+                        "on every node that uses tmp, directly or through others")
+                     + f" ({len(problems)} such use(s); {LIFETIME})")
+        return None
+    return (f"{len(allocs)} allocation node(s), {len(kernels)} kernel node(s) and {len(frees)} free node(s)")
 
 
 # -- what the run shows ------------------------------------------------------------------------------------------
@@ -82,52 +201,6 @@ def tables(recs, mem, label):
         rows.append({"loop": "first graph launch", "iterations": 1, "device µs (median)": times["graph"]["device_us"][0],
                      "host µs to enqueue (median)": times["graph"]["host_us"][0]})
     show(rows, label, title="One iteration: uncaptured vs graph (for information)")
-
-
-def the_graph_allocates_and_frees(report, graph):
-    report.expect(graph["alloc_nodes"] >= 1 and graph["free_nodes"] >= 1,
-                  f"the graph has {graph['nodes']} nodes: {graph['alloc_nodes']} memory allocation, "
-                  f"{graph['kernel_nodes']} kernel, {graph['free_nodes']} memory free",
-                  ("there is no graph: `graph` is still empty after TODO 1" if not graph["captured"] else
-                   f"the graph has {graph['nodes']} nodes but {graph['alloc_nodes']} memory allocation and "
-                   f"{graph['free_nodes']} memory free nodes: the allocation and the free of tmp must be in the graph, "
-                   "with the kernels"))
-
-
-def the_free_follows_every_use(report, nodes):
-    """From the graph's own edges: every node that touches an allocation comes after its alloc node, and the free
-    node of that allocation after every one of them."""
-    if not nodes:
-        return
-    deps = {n["id"]: set(n["deps"]) for n in nodes}
-
-    def ancestors(i, seen=None):
-        seen = set() if seen is None else seen
-        for d in deps.get(i, ()):
-            if d not in seen:
-                seen.add(d)
-                ancestors(d, seen)
-        return seen
-
-    name = {n["id"]: (n["kernel"] if n["type"] == "kernel" else n["type"]) + f" (node {n['id']})" for n in nodes}
-    for a in (n for n in nodes if n["type"] == "alloc"):
-        users = [n for n in nodes if n["allocation"] == a["id"] and n["type"] not in ("alloc", "free")]
-        frees = [n for n in nodes if n["type"] == "free" and n["allocation"] == a["id"]]
-        early = [name[u["id"]] for u in users if a["id"] not in ancestors(u["id"])]
-        report.expect(not early, f"the graph's edges: {checks.english([name[u['id']] for u in users]) or 'no node'} "
-                                 f"come after {name[a['id']]}",
-                      f"the graph's edges: {checks.english(early)} {'does' if len(early) == 1 else 'do'} not depend on "
-                      f"{name[a['id']]}, so {'it' if len(early) == 1 else 'they'} may touch tmp before it is "
-                      f"allocated ({LIFETIME})")
-        for f in frees:
-            before = ancestors(f["id"])
-            loose = [name[u["id"]] for u in users if u["id"] not in before]
-            report.expect(not loose, f"the graph's edges: {name[f['id']]} comes after every node that touches the "
-                                     f"allocation ({checks.english([name[u['id']] for u in users]) or 'none'})",
-                          f"the graph's edges: {name[f['id']]} does not depend on {checks.english(loose)}, which "
-                          f"{'touches' if len(loose) == 1 else 'touch'} the allocation: the free may run while "
-                          f"{'it' if len(loose) == 1 else 'they'} still use{'s' if len(loose) == 1 else ''} tmp. Make the free node "
-                          f"depend on every node that uses tmp, directly or through others ({LIFETIME})")
 
 
 def results(report, recs):
@@ -218,16 +291,19 @@ def captured(report, code):
 
 
 def built_node_by_node(report, code, ran: bool):
-    """Built with the graph API: an allocation node, kernel nodes and a free node. Their dependencies are read
-    from the graph at run time (the_free_follows_every_use), not from the source."""
-    missing = [n for n in (*NODES, "cudaGraphAddKernelNode") if not cppsource.calls(code, n)]
-    report.expect(not missing, "the graph is built node by node: cudaGraphAddMemAllocNode, cudaGraphAddKernelNode "
-                               "and cudaGraphAddMemFreeNode are called",
+    """Built with the graph API: an allocation node, kernel nodes and a free node (the typed calls, or the generic
+    cudaGraphAddNode). Their dependencies are the record's to judge (recorded_graph), not the source's."""
+    generic = bool(cppsource.calls(code, "cudaGraphAddNode"))
+    missing = [] if generic else [n for n in ("cudaGraphAddMemAllocNode", "cudaGraphAddKernelNode",
+                                              "cudaGraphAddMemFreeNode") if not cppsource.calls(code, n)]
+    report.expect(not missing, "the graph is built node by node" + (" (cudaGraphAddNode)" if generic else
+                                                                    ": cudaGraphAddMemAllocNode, cudaGraphAddKernelNode "
+                                                                    "and cudaGraphAddMemFreeNode are called"),
                   f"the graph is built node by node, without {' or '.join(missing)}: it needs an allocation node, "
                   "the kernels and a free node of tmp (TODO 1)")
     if not missing and not ran:
-        cannot_tell(report, "whether the free node depends on every node that uses tmp", "The run reads the "
-                    "graph's own edges")
+        cannot_tell(report, "whether the free node depends on every node that uses tmp", "The record of the run "
+                    "reads the graph's own edges")
 
 
 def launched_in_the_loop(report, code):

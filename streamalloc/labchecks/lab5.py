@@ -1,26 +1,26 @@
 """Lab 5 (one buffer, two processes): ipc_share.cu's results (what the importer read, the order of the two
-processes' work on the GPU's clock, the importer's pool at the end), compute-sanitizer's report, then how the
-two functions record and wait for the IPC events `ready` and `freed`.
+processes' work on the GPU's clock, the importer's pool at the end), compute-sanitizer's report, and the record of
+both processes' CUDA calls (streamalloc.calls), which decides the order; the reading of the code only explains.
 
-The results decide: the exporter writes its values only after a hand-shake (the importer has imported everything),
-SPIN_MS late, into a zeroed buffer, so an importer whose read is not ordered after the writes (TODO 1 or 2: no
-`ready`, or one recorded before the writes or on another stream, or waited for on another stream) reads zeros, and
-the GPU clock shows it read first. The importer keeps the buffer READ_SPIN_MS and reads it again; at once after its
-own free the exporter gives the memory to a next allocation that overwrites it with -1, so an exporter's free not
-ordered after the importer's (TODO 3 or 4) shows in that last read, and on the GPU clock. The margins: the recorded
-solution's importer read 0.2 ms after the writes and the exporter freed 0.15 ms after the importer (the IPC event's
-latency), against 150 and 50 ms. The reading of the code (streams.Order: which stream each call is on, what waits
-for what) says which TODO, and judges what no run can show: an importer's own free not ordered after its read, and
-three wrong streams that an H100's driver (580) ordered anyway in every run (`ready` recorded on another stream or
-the default stream, the importer's wait on another stream: the importer still read 0.3 ms after the writes; see
-tests/test_lab5_ipc_pool.py, DRIVER_KEEPS_ORDER).
+The results: the exporter writes its values only after a hand-shake (the importer has imported everything), SPIN_MS
+late, into a zeroed buffer, so an importer whose read is not ordered after the writes reads zeros, and the GPU clock
+shows it read first; at once after its own free the exporter gives the memory to a next allocation that overwrites it
+with -1, so an exporter's free not ordered after the importer's shows in the importer's last read.
+
+The record (both processes write to it: the importer is the same program, started by the exporter with the recorder
+inherited) decides what no run has to show, on two argument sets (TRACE_ARGS): is every check_values of the importer
+ordered after the exporter's write_values, through `ready` (TODO 1, 2)? Is the importer's free of p ordered after its
+last read (TODO 3)? Is the exporter's free of buf ordered after the importer's free, through `freed` (TODO 3, 4)?
+The IPC events link the two processes by their handle, the imported pointer to the exported one by its export
+data. A wrong stream that an H100's driver (580) happened to keep in order in every run (`ready` recorded on another
+stream or on the default stream, the importer's wait on another stream) is not ordered in the record: rejected.
 
 The fields ipc_share.cu prints are declared in the comment block at the top of its source, in
 solutions/lab5_ipc_pool.ipynb.
 """
 from __future__ import annotations
 
-from .. import checks, sanitizer
+from .. import checks, measure, sanitizer
 from .common import size
 from .streams import HOST_WAITS, Order
 from .streams import cannot_tell as say_cannot_tell
@@ -33,34 +33,204 @@ ARGS = [16 << 20, 150, 50]
 SANITIZER_ARGS = [1 << 20, 5, 5]  # smaller and shorter: the sanitizer slows every access down
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 SHARE = "Guide §15.11.3 Creating and Sharing Allocations from an Exported Pool"
+# the recorded runs (bytes, spin ms, read spin ms): small and short, two sizes so that no default hides a mistake
+TRACE_ARGS = [[1 << 20, 5, 2], [3 << 20, 2, 5]]
+IMPORTER, EXPORTER = "importer", "exporter"  # ipc_share.cu's marks (course::section): which process is which
 
 
 def lab5(lesson) -> None:
-    """Builds ipc_share.cu, runs it (two processes), runs it under compute-sanitizer, and reads the importer and
-    the exporter."""
+    """Builds ipc_share.cu, runs it (two processes), runs it under compute-sanitizer, records both processes' CUDA
+    calls on two argument sets, and reads the importer and the exporter."""
     report = checks.Report(TITLE, lesson)
     res = report.run(FILE, ARGS, timeout=120, what="the data and the order of the two processes")
+    shares = True
     if res is not None:
-        results(report, res)
+        shares = results(report, res)
     # the importer asks its imported pool for its memory in use, which this driver refuses (notebook 05): that
     # query, and the cudaGetLastError that clears it, are the program's, not the learner's
     report.sanitize(FILE, SANITIZER_ARGS, SANITIZER, timeout=300, clean="no error in either process",
                     errors=", such as an access to the buffer after its free",
                     expected_api_errors={"cudaMemPoolGetAttribute": "cudaErrorInvalidValue",
                                          "cudaGetLastError": "cudaErrorInvalidValue"})
-    imp, exp = report.read(FILE, "importer"), report.read(FILE, "exporter")  # with the file's own helpers inlined
-    if imp and exp:
-        imp, exp = Order(imp), Order(exp)
-        written, reads = exp.launch("write_values"), imp.find("check_values")
-        if written is None or not reads:
-            report.wrong("keep the given kernels: write_values in the exporter, check_values in the importer")
-        else:
-            refused = res is not None and (res.records.where(process="importer") or [{}])[0].get("used_after") == -1
-            ready_recorded_after_the_writes(report, exp, written)
-            read_after_ready(report, imp, reads[0])
-            freed_in_the_importer_first(report, imp, reads[-1], refused)
-            exporter_frees_after_freed(report, exp)
+    traced = shares and report.trace(FILE, TRACE_ARGS, what="the order of the two processes' work, from the record "
+                                                            "of their calls")
+    if traced:
+        recorded_order(report, traced)
+    with report.reading(decided=bool(traced)):  # the reading explains: it points at the line
+        imp, exp = report.read(FILE, "importer"), report.read(FILE, "exporter")  # the file's own helpers inlined
+        if imp and exp:
+            imp, exp = Order(imp), Order(exp)
+            written, reads = exp.launch("write_values"), imp.find("check_values")
+            if written is None or not reads:
+                report.wrong("keep the given kernels: write_values in the exporter, check_values in the importer")
+            else:
+                refused = res is not None and (res.records.where(process="importer") or [{}])[0].get("used_after") == -1
+                ready_recorded_after_the_writes(report, exp, written)
+                read_after_ready(report, imp, reads[0])
+                freed_in_the_importer_first(report, imp, reads[-1], refused)
+                exporter_frees_after_freed(report, exp)
     report.finish()
+
+
+# -- what the record of both processes' calls shows (streamalloc.calls) -------------------------------------------
+def recorded_order(report, traced):
+    """On the record of each run: the importer's reads after the exporter's writes (through `ready`), its free after
+    its last read, and the exporter's free after the importer's (through `freed`). However the code is written."""
+    found, settings = {}, []  # finding -> (why, in which runs)
+    for args, rec in traced:
+        settings.append(f"a {measure.nbytes(args[0])} buffer")
+        seen = shared_buffer(rec)
+        if isinstance(seen, str):
+            report.wrong(f"the record of the run with {settings[-1]} {seen}: keep the given code that shares buf "
+                         "between the two processes")
+            return
+        for key, why in one_run(rec, *seen).items():
+            found.setdefault(key, (why, []))[1].append(settings[-1])
+    runs = f"recorded over two runs of both processes, with {checks.english(settings)}"
+    findings = [("read", f"order (record): every check_values of the importer is ordered after the exporter's "
+                        f"write_values, through `ready` ({runs})"),
+               ("free", f"order (record): the importer frees p after its last check_values ({runs})"),
+               ("freed", f"order (record): the exporter frees buf after the importer's free of p, through `freed` "
+                         f"({runs})")]
+    for key, good in findings:
+        if key not in found:
+            report.ok(good)
+        else:
+            report.wrong(_said(*found[key]))
+    for key in [k for k in found if k not in dict(findings)]:
+        report.wrong(_said(*found[key]))
+
+
+def _said(why: str, where: list) -> str:
+    """A finding of the record, with the runs that showed it and the guide's section beside its TODO."""
+    why = f"{why[:-1]}; {SHARE})" if why.endswith(")") and "(TODO" in why else f"{why} ({SHARE})"
+    return f"order (record, with {checks.english(where)}): {why}"
+
+
+def shared_buffer(rec):
+    """(exporter's pid, importer's pid, buf, p, write_values, check_values ops), or what the record lacks."""
+    pids = {role: next((c["pid"] for c in rec.lines if c["in"] == role), None) for role in (EXPORTER, IMPORTER)}
+    exp, imp = pids[EXPORTER], pids[IMPORTER]
+    if exp is None or imp is None:
+        return f"has no {EXPORTER if exp is None else IMPORTER} process"
+    buf = next((b for b in rec.all_buffers if b.alloc["pid"] == exp and b.stream_ordered and b.key is not None), None)
+    p = next((b for b in rec.all_buffers if b.alloc["pid"] == imp and buf is not None and b.key == buf.key
+              and b.alloc["call"] == "cudaMemPoolImportPointer"), None)
+    if buf is None or p is None:
+        return "has no buffer exported by the exporter and imported by the importer"
+    writes = [u for u in buf.uses if u.what == "write_values"]
+    reads = [u for u in p.uses + p.late_uses if u.what == "check_values"]  # late: enqueued after p's free
+    if not writes or not reads:
+        return f"has {len(writes)} write_values on buf and {len(reads)} check_values on p"
+    return exp, imp, buf, p, writes, reads
+
+
+def _ipc(rec, pid, handle, calls) -> list:
+    """The successful calls of `pid` among `calls` on the IPC event whose handle is `handle`."""
+    events = {c["event"] for name in ("cudaIpcGetEventHandle", "cudaIpcOpenEventHandle") for c in rec.named(name, pid=pid)
+              if c["ret"] == 0 and c["handle"] == handle}
+    return [c for name in calls for c in rec.named(name, pid=pid) if c["ret"] == 0 and c.get("event") in events]
+
+
+def _handle(rec, made_in, opened_in):
+    """The handle of the IPC event that process `made_in` exported and `opened_in` opened (None if none)."""
+    opened = {c["handle"] for c in rec.named("cudaIpcOpenEventHandle", pid=opened_in) if c["ret"] == 0}
+    return next((c["handle"] for c in rec.named("cudaIpcGetEventHandle", pid=made_in)
+                 if c["ret"] == 0 and c["handle"] in opened), None)
+
+
+WAITS = ("cudaStreamWaitEvent", "cudaEventSynchronize", "cudaEventQuery")  # a query counts once it answered success
+
+
+def _after_free(rec, b) -> list:
+    """What b's process did once b was freed: its cudaFreeAsync, or the work its thread enqueued after its cudaFree
+    returned (a host free has no place on a stream: what follows it on that thread does)."""
+    if b.free_op is not None:
+        return [b.free_op]
+    f = b.free
+    return [op for op in rec.ops if not op.captured and op.call["pid"] == f["pid"] and op.call["tid"] == f["tid"]
+            and op.call["seq"] > f["seq"]]
+
+
+def one_run(rec, exp, imp, buf, p, writes, reads) -> dict:
+    """What is wrong in one run's record: {finding: why}, empty when all is right."""
+    wrong = {}
+    ready, freed = _handle(rec, exp, imp), _handle(rec, imp, exp)
+    # TODO 1 and 2: every read after the writes
+    late = [r for r in reads if not all(rec.before(w, r) for w in writes)]
+    if late:
+        records = [rec.op_of(c) for c in _ipc(rec, exp, ready, ["cudaEventRecord"])]
+        marks = [e for e in records if e is not None and all(rec.before(w, e) for w in writes)]
+        waits = _ipc(rec, imp, ready, WAITS)
+        if not marks:
+            why = ("the exporter records `ready` only where write_values is not done: before it, or on another stream "
+                   "(a record marks what its own stream has enqueued so far)" if records else
+                   "the exporter never records `ready`")
+            wrong["read"] = (f"{len(late)} of {len(reads)} check_values of the importer are not ordered after the "
+                             f"exporter's write_values: {why}. Record `ready` on the stream of write_values, after it "
+                             f"(TODO 1)" + ("" if waits else ", and make the importer's stream wait for it (TODO 2)"))
+        else:
+            mark = marks[0].call
+            why = ("nothing in the importer waits for `ready`" if not waits else
+                   "the importer's wait for `ready` came before the exporter recorded it (a wait waits for the "
+                   "record made before it, and there was none)" if all(w["t"] < mark["t"] for w in waits) else
+                   "the importer waits for `ready`, but not on the stream that reads p, or only after the read was "
+                   "enqueued (a stream's wait holds back that stream only)")
+            wrong["read"] = (f"{len(late)} of {len(reads)} check_values of the importer are not ordered after "
+                             f"`ready`, which the exporter records after write_values: {why}. Make the stream that "
+                             f"reads p wait for `ready` (cudaStreamWaitEvent) before check_values (TODO 2)")
+    # TODO 3: the importer frees p after its last read
+    if p.free is None:
+        wrong["free"] = "the importer never frees p: free it after its last check_values, before the exporter frees " \
+                        "buf (TODO 3)"
+    elif not all(rec.done_before_free(r, p) for r in reads) or p.late_uses:
+        how = f"{p.free['call']}(p{', stream' if p.free_op else ''})"
+        wrong["free"] = (f"the importer's {how} is not ordered after its last check_values: the memory can go while "
+                         "the importer still reads it. Free p on the stream that reads it, after the read (TODO 3)")
+    # TODO 3 and 4: the exporter's free after the importer's
+    if buf.free is None:
+        wrong["buf"] = "the exporter never frees buf: keep the given cudaFreeAsync(buf, s)"
+    elif p.free is None:  # said above (TODO 3); the exporter's free must still wait for the importer's reads
+        if not all(rec.done_before_free(r, buf) for r in reads):
+            wrong["freed"] = ("the exporter's free of buf is not ordered after the importer's last check_values: "
+                              + ("nothing in the exporter waits for `freed`" if not _ipc(rec, exp, freed, WAITS) else
+                                 "the exporter's wait for `freed` does not hold back its free") +
+                              ". Make the exporter's stream wait for `freed` before cudaFreeAsync(buf, s) (TODO 4)")
+    else:
+        after = _after_free(rec, p)
+        if not any(rec.done_before_free(o, buf) for o in after):
+            records = [rec.op_of(c) for c in _ipc(rec, imp, freed, ["cudaEventRecord"])]
+            marks = [e for e in records if e is not None and any(rec.before(o, e) for o in after)]
+            if not marks:
+                wrong["freed"] = ("the exporter's free of buf is not ordered after the importer's free of p: the "
+                                  "importer records `freed` " + ("before its free, or on a stream that does not follow "
+                                  "it" if records else "nowhere") + ". Record `freed` after cudaFreeAsync(p, ...), on "
+                                  "its stream (TODO 3)")
+            else:
+                waits = _ipc(rec, exp, freed, WAITS)
+                why = ("nothing in the exporter waits for `freed`" if not waits else
+                       "the exporter waits for `freed`, but not on the stream that frees buf, or only after that free "
+                       "was enqueued")
+                wrong["freed"] = (f"the exporter's free of buf is not ordered after `freed`, which the importer "
+                                  f"records after its free: {why}. Make the exporter's stream wait for `freed` before "
+                                  f"cudaFreeAsync(buf, s) (TODO 4)")
+    # whatever else the record shows: a use of either buffer outside its life (the importer's uses count against the
+    # exporter's free too), said where nothing above said it
+    for problem in rec.problems():
+        b, use = problem.buffer, problem.use
+        mine = "the importer's" if use.call["pid"] == imp else "the exporter's"
+        if b is buf and use.call["pid"] == imp and ("freed" in wrong or "free" in wrong):
+            continue  # said above
+        if b is p and "free" in wrong:
+            continue
+        if b is buf and use.call["pid"] == imp and problem.kind != "after its free" and "read" in wrong:
+            continue
+        which = "buf" if b is buf else "p" if b is p else f"the buffer at {b.alloc.get('ptr')}"
+        wrong.setdefault(f"use {which} {problem.kind}", (
+            f"{mine} {use.what} uses {which} {problem.kind} ({b.free['call'] if b.free else b.alloc['call']} "
+            f"in the {'importer' if b.alloc['pid'] == imp else 'exporter'}): every use must be ordered after the "
+            f"allocation and before the free, in both processes (TODO {'4' if b is buf else '3'})"))
+    return wrong
 
 
 # -- what the run shows ------------------------------------------------------------------------------------------
@@ -70,11 +240,11 @@ def results(report, res):
         report.unverified("the sharing between two processes, and everything its run would show",
                           f"this system cannot share a pool between processes ({platform[0]['why']}), so nothing "
                           f"was shared ({res.label})")
-        return
+        return False
     imp, exp = res.records.where(process="importer"), res.records.where(process="exporter", step="shared")
     if not imp or not exp:
         report.wrong(f"the run: the {'importer' if not imp else 'exporter'} printed no result ({res.label})")
-        return
+        return True
     imp, exp = imp[0], exp[0]
     report.expect(exp["importer_status"] == 0, "the importer exited normally",
                   f"the importer exited with status {exp['importer_status']}")
@@ -85,6 +255,7 @@ def results(report, res):
     last_read(report, imp, exp)
     order(report, imp, exp, res.label)
     importers_pool(report, imp)
+    return True
 
 
 def last_read(report, imp, exp):
@@ -123,7 +294,7 @@ def order(report, imp, exp, label):
 def importers_pool(report, imp):
     """The imported pool's memory in use at the end, where the driver answers the query. An imported pool may
     refuse cudaMemPoolGetAttribute (an H100's driver: cudaErrorInvalidValue): then the run shows nothing of the
-    importer's free, and the reading of TODO 3 decides and says so."""
+    importer's free, and the record of the calls decides."""
     used = imp.get("used_after", -1)
     if used < 0:
         return
