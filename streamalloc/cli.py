@@ -8,7 +8,8 @@ import sys
 import time
 
 from . import gpu, replay, runner
-from .errors import CourseError, check_settings
+from .errors import CourseError
+from .settings import check_settings
 
 
 def succeeded(rows) -> bool:

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from . import calls, cuda, gpu, measure, replay
 from .errors import (BuildFailed, CompileError, CourseError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound,
-                     RecordingError, check_settings)
+                     RecordingError)
+from .settings import check_settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -68,7 +69,6 @@ def build_root() -> Path:
     return Path(os.environ.get("STREAMALLOC_BUILD") or REPO / "build")
 
 
-REPLAYED_HERE = "replayed, not run live: "  # how a lesson tells the runner it showed a recording on a live machine
 
 
 class Lesson:
@@ -306,7 +306,7 @@ class Lesson:
             Path(note).write_text(f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a "
                                   "recording\n")
         elif note and self.live:  # live, but too few GPUs: the runner says the row was replayed, not run live
-            Path(note).write_text(f"{REPLAYED_HERE}needs {gpus} GPUs, this machine has {self.gpus_here}: the numbers are "
+            Path(note).write_text(f"{replay.REPLAYED_HERE}needs {gpus} GPUs, this machine has {self.gpus_here}: the numbers are "
                                   f"the recording's ({label(replay.machine(sets[0], self.name), False)})\n")
         return replay.machine(sets[0], self.name) if sets else None
 

@@ -7,7 +7,7 @@ spread. The notebooks' small helpers live here, one name, one meaning:
     med(values)   the median of repeated measurements, a float
     mib(n)        n bytes in MiB, a float (for axes and arithmetic)
     nbytes(n)     n bytes as a human-readable size: 4194304 -> "4 MiB", 1536 -> "1.5 KiB"
-    KiB, MiB, GiB
+    KiB, MiB, GiB, UINT64_MAX
     free_memory(lesson.machine)   the free GPU memory the lesson's sizes come from (the recorded one in replay)
     block_size(free)              one allocation's size: 64 MiB, or a sixteenth of `free` in 2 MiB pages
 """
@@ -17,6 +17,7 @@ import json
 import statistics
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+UINT64_MAX = 2**64 - 1  # the largest release threshold: keep everything
 
 
 class Records(list):

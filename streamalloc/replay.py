@@ -206,6 +206,11 @@ def available() -> list[str]:
     return sorted(p.parent.name for p in r.glob("*/machine.json")) if r.is_dir() else []
 
 
+# How a lesson tells the runner, in the file $STREAMALLOC_NOT_MEASURED names, that it showed a recording on a live
+# machine (too few GPUs): the line starts with this; otherwise the line says why nothing was measured
+REPLAYED_HERE = "replayed, not run live: "
+
+
 def supplement(set_name: str) -> bool:
     """A set recorded only for the lessons whose programs need more GPUs than the reference machines have
     (`tools/record_reference.sh gpus2` names it `<gpu>-x<N>`): replay reads it for those programs alone, never as the

@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import cuda, gpu
-from .errors import CourseError, check_settings
-from .lesson import REPLAYED_HERE
+from . import cuda, gpu, replay
+from .errors import CourseError
+from .settings import check_settings
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("notebooks", "solutions", "labs")
@@ -332,7 +332,7 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
                 kernels.done(interrupt=True)
                 raise
             not_measured = kernels.done()
-            replayed = not_measured if not_measured.startswith(REPLAYED_HERE) else ""  # live, too few GPUs (05b)
+            replayed = not_measured if not_measured.startswith(replay.REPLAYED_HERE) else ""  # live, too few GPUs (05b)
             not_measured = "" if replayed else not_measured
             solved = edited_lab(nb)  # the learner's work: its check raising nothing means solved, not failed
             if not error and out.is_file():
@@ -348,6 +348,8 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
                          "seconds": round(time.perf_counter() - t0, 1), "error": error, "note": note})
             if solved and result == "passed":  # the learner's lab: its check's verdict, not "passed"
                 rows[-1]["lab"], rows[-1]["finding"] = lab_outcome(out)
+            if mode.live:  # other compute processes on this GPU (a workshop's): its timings were noisier
+                rows[-1]["shared_with"] = gpu.other_compute_processes()
             finding = rows[-1].get("finding", "")
             said = (": " + (error or finding)) if error or finding else (
                 " (with something not checked here: the summary says what)" if note else "")
@@ -546,6 +548,10 @@ def write_summary(rows: list[dict], where: Path) -> str:
                                                                  r["error"] or r.get("finding", ""))) + " |\n"
                         for r in rows)
     md += f"\n{counts(rows)}\n"
+    shared = max((r.get("shared_with") or 0 for r in rows), default=0)
+    if shared:
+        md += (f"\nThis GPU was shared: up to {shared} other process{'es' if shared != 1 else ''} computed on it during "
+               "the run. Timings are noisier; a timing that the sharing could have decided says 'not verified'.\n")
     notes = [f"- {r['notebook']}: {r['note']}" for r in rows if r.get("note")]
     if notes:
         md += "\nNot checked here (the run passed without it):\n" + "\n".join(notes) + "\n"

@@ -63,7 +63,8 @@ def test_other_errors_keep_their_traceback(shell, capsys):
 def test_bad_settings_give_one_clear_message(tmp_path, monkeypatch, capsys):
     """Every bad STREAMALLOC_* value, named in one message: from the command line one line, no traceback."""
     from streamalloc import cli
-    from streamalloc.errors import BadSetting, check_settings
+    from streamalloc.errors import BadSetting
+    from streamalloc.settings import check_settings
 
     bad = {"STREAMALLOC_MODE": "fast", "STREAMALLOC_CELL_TIMEOUT": "ten", "STREAMALLOC_ARCH": "sm90",
            "STREAMALLOC_RECORD": "yes", "STREAMALLOC_RECORD_TO": "My GPU", "STREAMALLOC_REFERENCE": "no-such-set",

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from streamalloc import lesson as lesson_mod
-from streamalloc import preflight, runner
+from streamalloc import preflight, replay, runner
 
 LABEL = "NVIDIA H100 80GB HBM3, replayed from a recording of 2026-11-22"
 NOTEBOOKS = ["notebooks/01_sync_vs_async.ipynb", "notebooks/03_pools.ipynb", "labs/lab1_stream_ordered.ipynb"]
@@ -188,7 +188,7 @@ def test_a_lesson_shown_from_a_recording_is_not_counted_as_run_live(tmp_path):
     canned(tmp_path, figures_live=REF, figures_ref=REF)
     rows = json.loads((tmp_path / "live" / "summary.json").read_text())
     rows.append({"notebook": "notebooks/05b_two_gpus.ipynb", "mode": "replay", "result": "passed", "seconds": 4.0,
-                 "error": "", "note": lesson_mod.REPLAYED_HERE + "needs 2 GPUs, this machine has 1"})
+                 "error": "", "note": replay.REPLAYED_HERE + "needs 2 GPUs, this machine has 1"})
     (tmp_path / "live" / "summary.json").write_text(json.dumps(rows))
     ready, line = preflight.write_report(tmp_path)
     assert ready and "3 of 4 notebooks ran live and passed" in line and "all 4" not in line, line

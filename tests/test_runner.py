@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from streamalloc import cli, lesson, runner
+from streamalloc import cli, replay, runner
 
 
 def notebook(path, cells):
@@ -80,6 +80,13 @@ def test_the_summary_stays_a_table_whatever_the_error_holds(tmp_path):
         unescaped = line.replace("\\\\", "").replace("\\|", "")
         assert unescaped.count("|") == 6, line
     assert "x \\| y<br>second line<br>third \\\\\\| line" in table[2]
+
+
+def test_the_summary_says_when_the_gpu_was_shared(tmp_path):
+    row = {"notebook": "solutions/lab1.ipynb", "mode": "live", "result": "passed", "seconds": 9.0, "error": ""}
+    assert "This GPU was shared" not in runner.write_summary([dict(row, shared_with=0)], tmp_path)
+    md = runner.write_summary([dict(row, shared_with=7), dict(row, shared_with=None)], tmp_path)
+    assert "up to 7 other processes computed on it" in md and "'not verified'" in md
 
 
 def test_cells_papermill_adds_are_not_counted(tmp_path):
@@ -193,12 +200,12 @@ def test_a_lesson_that_needs_two_gpus_is_not_measured_not_passed(tmp_path, monke
 def test_a_lesson_shown_from_a_recording_on_a_live_machine_is_a_replay_row(tmp_path, monkeypatch):
     """Live on one GPU, 05b replays its two-GPU recording: its row says replay, and why, never live."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    said = lesson.REPLAYED_HERE + "needs 2 GPUs, this machine has 1: the numbers are the recording's (NVIDIA H200)"
+    said = replay.REPLAYED_HERE + "needs 2 GPUs, this machine has 1: the numbers are the recording's (NVIDIA H200)"
     nb = notebook(tmp_path / "05b_two_gpus.ipynb", [
         (f"import os, pathlib\npathlib.Path(os.environ['STREAMALLOC_NOT_MEASURED']).write_text({said!r})", [])])
     rows = runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False)
     assert rows[0]["result"] == "passed" and rows[0]["mode"] == "replay", rows
-    assert rows[0]["note"].startswith(lesson.REPLAYED_HERE), rows
+    assert rows[0]["note"].startswith(replay.REPLAYED_HERE), rows
     assert "Not checked here" in (tmp_path / "out" / "summary.md").read_text()
 
 

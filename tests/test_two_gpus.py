@@ -112,7 +112,7 @@ def test_live_with_one_gpu_the_runner_is_told_it_replayed(setup, monkeypatch, tm
     record_on_two(setup)
     assert les.machine_with(2).gpu == "NVIDIA H200"
     said = note.read_text()
-    assert said.startswith(lesson.REPLAYED_HERE) and "needs 2 GPUs, this machine has 1" in said, said
+    assert said.startswith(replay.REPLAYED_HERE) and "needs 2 GPUs, this machine has 1" in said, said
     assert "NVIDIA H200, replayed from a recording of 2026-02-02" in said
 
 

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from .. import gpu, measure
+from ..measure import MiB  # noqa: F401  (the labs' checks take it from here)
 
 SYNCS = ["cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"]  # host waits
-MiB = 1 << 20
 
 
 def size(n: int) -> str:

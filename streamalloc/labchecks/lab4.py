@@ -93,7 +93,7 @@ def never_named(report, src: str, needed: dict) -> bool:
     return bool(missing)
 
 
-def mib(nbytes):
+def in_mib(nbytes):
     return f"{nbytes / MiB:.1f} MiB"
 
 
@@ -218,17 +218,17 @@ def graph_memory(report, mem):
     chunk = (f"; it reserves physical memory in chunks, here {launched['reserved'] / (N * 4):g}× what the graph "
              "allocates" if launched["reserved"] > N * 4 else "")
     report.expect(launched["reserved"] > 0,
-                  f"while the executable graph exists, the graph allocator reserves {mib(launched['reserved'])} "
-                  f"(used: {mib(launched['used'])}) for a {mib(N * 4)} buffer{chunk}",
+                  f"while the executable graph exists, the graph allocator reserves {in_mib(launched['reserved'])} "
+                  f"(used: {in_mib(launched['used'])}) for a {in_mib(N * 4)} buffer{chunk}",
                   "while the executable graph exists, the graph allocator reserves nothing: the graph allocates no "
                   "memory of its own (is the allocation in the graph, and the graph launched?)")
     if launched["reserved"] > 0:
         report.expect(trimmed["reserved"] <= start["reserved"] and trimmed["used"] <= start["used"],
-                      f"after cudaDeviceGraphMemTrim the graph allocator reserves {mib(trimmed['reserved'])}, as at the "
-                      f"start ({mib(start['reserved'])}); between TODO 3 and TODO 4 it reserved "
-                      f"{mib(destroyed['reserved'])} (used: {mib(destroyed['used'])})",
-                      f"at the end the graph allocator still reserves {mib(trimmed['reserved'])} (at the start: "
-                      f"{mib(start['reserved'])}; used: {mib(trimmed['used'])}): once the graph's launches have "
+                      f"after cudaDeviceGraphMemTrim the graph allocator reserves {in_mib(trimmed['reserved'])}, as at the "
+                      f"start ({in_mib(start['reserved'])}); between TODO 3 and TODO 4 it reserved "
+                      f"{in_mib(destroyed['reserved'])} (used: {in_mib(destroyed['used'])})",
+                      f"at the end the graph allocator still reserves {in_mib(trimmed['reserved'])} (at the start: "
+                      f"{in_mib(start['reserved'])}; used: {in_mib(trimmed['used'])}): once the graph's launches have "
                       "completed, call cudaDeviceGraphMemTrim, and let the graph free what it allocates (TODO 1, 3 "
                       "and 4)")
 

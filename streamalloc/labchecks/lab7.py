@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from .. import checks, cppsource, measure
+from ..measure import UINT64_MAX
 from ..lessons import real_workloads as W
 from .common import MiB, judge_speed, size, within_limit
 
@@ -36,7 +37,6 @@ WHAT = {"threshold": "a whole number of bytes from 0 to UINT64_MAX",
         "reserve": "a whole number of bytes from 0 to UINT64_MAX",
         "trim_every": "a whole number of steps from 0 (never) to UINT64_MAX: a trim after every trim_every-th step",
         "trim_to": "a whole number of bytes from 0 to UINT64_MAX"}
-UINT64_MAX = 2**64 - 1
 READ_TIMEOUT = 60  # s: choice.py only sets five names (an import of numpy or of the course takes a second or two)
 CACHE = "Guide §15.7 Physical Page Caching Behavior"
 

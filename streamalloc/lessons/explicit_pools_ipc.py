@@ -7,9 +7,7 @@ sentence here is computed from the records it is given: where the data could say
 from __future__ import annotations
 
 from .. import plots
-from ..measure import med, mib, nbytes, summary
-
-GiB = 1 << 30
+from ..measure import GiB, med, mib, nbytes, summary
 
 
 def ok(answer: str) -> bool:

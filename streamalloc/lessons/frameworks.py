@@ -6,9 +6,7 @@ The programs, the runs and the assertions stay in notebooks/07_frameworks.ipynb.
 from __future__ import annotations
 
 from .. import measure, plots
-
-MiB = 1 << 20
-UINT64_MAX = 2**64 - 1
+from ..measure import MiB, UINT64_MAX
 LOOPS = ("preallocated", "allocate-use-free", "calls", "array calls")  # alloc_probe.cost_loops' and floor.cu's
 
 
@@ -42,7 +40,7 @@ def came_from(info: dict, pool=None) -> str:
     return "the default pool" if handle == info["default_pool"] else "a pool of its own"
 
 
-def med(res, size: int, loop: str = "allocate-use-free") -> float:
+def loop_us(res, size: int, loop: str = "allocate-use-free") -> float:
     return measure.med(res.records.one(size=size, loop=loop)["us"])
 
 
@@ -65,7 +63,7 @@ class Summary:
         return {"setting": setting, "library": info["library"], "allocations come from": came_from(info),
                 "default pool threshold before": threshold_name(info["before"]["threshold"]),
                 "after the library allocated": threshold_name(info["after"]["threshold"]),
-                **{f"µs/iteration at {measure.mib(s):g} MiB": med(res, s) for s in self.sizes[:2]},
+                **{f"µs/iteration at {measure.mib(s):g} MiB": loop_us(res, s) for s in self.sizes[:2]},
                 "measured": plots.short(res.label)}
 
     def source(self) -> str:
@@ -76,12 +74,12 @@ class Summary:
         """Per setting: where it allocates, the threshold it left, the loop at every size; the C++ floor first."""
         rows = [{"setting": "C++ floor: cudaMallocAsync, default pool at UINT64_MAX", "library": "none (CUDA runtime)",
                  "allocations come from": "the default pool", "threshold before → after": "UINT64_MAX (set)",
-                 **{f"{measure.mib(s):g} MiB µs": med(floor, s) for s in self.sizes}, "measured": plots.short(floor.label)}]
+                 **{f"{measure.mib(s):g} MiB µs": loop_us(floor, s) for s in self.sizes}, "measured": plots.short(floor.label)}]
         for setting, res, info in self.rows:
             rows.append({"setting": setting, "library": info["library"], "allocations come from": came_from(info),
                          "threshold before → after": f"{threshold_name(info['before']['threshold'])} → "
                                                      f"{threshold_name(info['after']['threshold'])}",
-                         **{f"{measure.mib(s):g} MiB µs": med(res, s) for s in self.sizes},
+                         **{f"{measure.mib(s):g} MiB µs": loop_us(res, s) for s in self.sizes},
                          "measured": plots.short(res.label)})
         return plots.Table(rows, self.source(), title="One loop, every library: allocate, memset, free, synchronize "
                                                       "(median µs per iteration)")
@@ -106,7 +104,7 @@ class Summary:
         """What one iteration is made of, at `size`: the loop; the same loop without the allocator (preallocated);
         the allocator's calls alone; the library's array or tensor calls alone (where measured: "-" where not)."""
         def row(setting, res, library):
-            part = {loop: med(res, size, loop) if res.records.where(size=size, loop=loop) else None for loop in LOOPS}
+            part = {loop: loop_us(res, size, loop) if res.records.where(size=size, loop=loop) else None for loop in LOOPS}
             return {"setting": setting, "library": library, "loop µs": part["allocate-use-free"],
                     "preallocated µs": part["preallocated"],
                     "loop − preallocated µs": part["allocate-use-free"] - part["preallocated"],
@@ -157,8 +155,8 @@ def bare_rows(bare_runs: dict, summary: Summary, size: int) -> list[dict]:
                    "main loop µs": None, "predicted for bare.py µs": None, "bare ÷ predicted": None,
                    "bare.py measured": plots.short(res.label)}
             if main:
-                loop = med(main[0], size)
-                extra = med(main[0], size, "array calls") - med(main[0], size, "calls") if through_array else 0.0
+                loop = loop_us(main[0], size)
+                extra = loop_us(main[0], size, "array calls") - loop_us(main[0], size, "calls") if through_array else 0.0
                 row.update({"main loop µs": loop, "predicted for bare.py µs": loop + extra,
                             "bare ÷ predicted": bare_us / (loop + extra)})
             rows.append(row)

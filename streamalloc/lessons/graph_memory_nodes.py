@@ -6,9 +6,7 @@ The CUDA, the runs and the assertions stay in notebooks/06_graph_memory_nodes.ip
 from __future__ import annotations
 
 from .. import measure, plots
-from ..measure import med, mib
-
-MiB = 1 << 20
+from ..measure import MiB, med, mib
 
 
 # -- sizes: the course's one rule (measure.free_memory, measure.block_size) ---------------------------------------

@@ -13,10 +13,7 @@ from functools import reduce
 import matplotlib.pyplot as plt
 
 from .. import plots
-from ..measure import med, mib
-
-MiB = 1 << 20
-UINT64_MAX = 2**64 - 1
+from ..measure import MiB, UINT64_MAX, med, mib
 
 
 def threshold_name(t: int) -> str:
