@@ -365,7 +365,8 @@ class Report:
         print(self)
         if self.failed:
             wrong = [f.text.splitlines()[0] for f in self.items if f.mark == WRONG]
-            raise LabIncomplete(f"{len(wrong)} thing(s) still wrong: " + "; ".join(wrong), wrong)
+            things = "1 thing" if len(wrong) == 1 else f"{len(wrong)} things"
+            raise LabIncomplete(f"{things} still wrong: " + "; ".join(wrong), wrong)
         unverified = [f for f in self.items if f.mark == UNVERIFIED]
         notes = "; ".join(f.text.splitlines()[0] for f in self.items if f.mark == NOTE)
         if not unverified:

@@ -2,8 +2,29 @@
 from __future__ import annotations
 
 import html
+import re
 
 import matplotlib.pyplot as plt
+
+
+def text(value) -> str:
+    """A value (a recorded one, or a label made of them) as HTML text that shows as itself: markup escaped once. A
+    value replay.plain escaped already is not escaped again, which would show as &amp;lt;."""
+    return html.escape(html.unescape(str(value)), quote=False)
+
+
+def md(value) -> str:
+    """A value as Markdown text that shows as itself: on one line (a line break could start a block), its markup
+    escaped (`text`), and the marks that make links, code spans and table cells backslashed."""
+    return re.sub(r"([\\`\[\]|])", r"\\\1", text(" ".join(str(value).split())))
+
+
+def code(value) -> str:
+    """A value as a Markdown code span, on one line: its fence is longer than any run of backticks in it, so the
+    value cannot close the span and leave the rest as Markdown (inside a span, markup shows as text)."""
+    value = " ".join(str(value).split())
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", value)), default=0) + 1)
+    return f"{fence} {value} {fence}" if "`" in value else f"{fence}{value}{fence}"
 
 
 def short(label: str) -> str:
@@ -59,11 +80,11 @@ class Table:
         return str(v)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(self._fmt(r.get(c, '')))}</td>" for c in self.columns)
+        head = "".join(f"<th>{text(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{text(self._fmt(r.get(c, '')))}</td>" for c in self.columns)
                        + "</tr>" for r in self.rows)
-        cap = f"<b>{html.escape(self.title)}</b><br>" if self.title else ""
-        return (f"<table><caption>{cap}<small>measured on {html.escape(self.label)}</small></caption>"
+        cap = f"<b>{text(self.title)}</b><br>" if self.title else ""
+        return (f"<table><caption>{cap}<small>measured on {text(self.label)}</small></caption>"
                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
     def __repr__(self) -> str:

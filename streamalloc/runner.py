@@ -25,13 +25,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
 
 from . import cuda, gpu, replay
 from .errors import CourseError
-from .settings import check_settings
+from .settings import absolute_folders, check_settings
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("notebooks", "solutions", "labs")
@@ -278,7 +279,7 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
     STREAMALLOC_MODE decides it, where it names one); this process's own environment does not change.
     In replay, `jobs` > 1 runs that many notebooks at once (nothing is timed there), 0 one per core (jobs_for);
     live, always one."""
-    env = {**os.environ, **(extra_env or {})}
+    env = absolute_folders({**os.environ, **(extra_env or {})})  # each kernel runs in its notebook's folder
     settings = check_settings(env)  # BadSetting, one message for every bad STREAMALLOC_* value
     nbs = notebooks(paths)  # NoNotebooks before anything starts
     out_dir = Path(out_dir or REPO / "build" / "executed")
@@ -350,13 +351,18 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
                 rows[-1]["lab"], rows[-1]["finding"] = lab_outcome(out)
             if mode.live:  # other compute processes on this GPU (a workshop's): its timings were noisier
                 rows[-1]["shared_with"] = gpu.other_compute_processes()
-            finding = rows[-1].get("finding", "")
-            said = (": " + (error or finding)) if error or finding else (
-                " (with something not checked here: the summary says what)" if note else "")
-            print(f"    {shown(rows[-1])} in {rows[-1]['seconds']} s{said}", flush=True)
+            print(f"    {verdict_line(rows[-1])}", flush=True)
     finally:
         kernels.close()
     return rows
+
+
+def verdict_line(row: dict) -> str:
+    """What the console says of one notebook's row: 'failed in 2.1 s: cell 3 of 9 (...): ZeroDivisionError: ...'."""
+    finding = row["error"] or row.get("finding", "")
+    unchecked = " (with something not checked here: the summary says what)" if row["note"] else ""
+    tail = f": {finding}" if finding else unchecked
+    return f"{shown(row)} in {row['seconds']} s{tail}"
 
 
 def jobs_for(mode_live: bool) -> int:
@@ -365,31 +371,67 @@ def jobs_for(mode_live: bool) -> int:
     return 1 if mode_live else max(1, min(8, os.cpu_count() or 1))
 
 
-def _one(nb, out_dir, kernel, env, cell_timeout, mode) -> tuple[dict, str]:
-    """One notebook, in a worker process of _run_at_once: its row, and what the runner printed for it."""
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        row = _run([nb], out_dir, kernel, False, env, cell_timeout, mode)[0]
-    return row, printed.getvalue().splitlines()[-1].strip()
+_STOP = {"stopped": False, "running": False}  # a worker process's state (_stop_on_signal)
+
+
+def _stop_on_signal(signum, frame):
+    """A worker's SIGINT, SIGTERM and SIGHUP: the first one stops its notebook as SIGINT stops _run's (its kernel is
+    interrupted, so that a build stops nvcc's process group and removes its temporary folder, then shut down, and its
+    socket folder removed); later ones, or one while it waits for a notebook, only mean that it starts no other. The
+    runner sends each worker SIGTERM when it is stopped; a terminal or a CI job may signal them all at once."""
+    first, _STOP["stopped"] = not _STOP["stopped"], True
+    if first and _STOP["running"]:
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+
+def _worker_started() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop_on_signal)
+
+
+def _one(nb, out_dir, kernel, env, cell_timeout, mode) -> tuple[dict | None, str]:
+    """One notebook, in a worker process of _run_at_once: its row and its verdict_line; (None, '')
+    where a signal stopped it, or had stopped this worker before it began."""
+    try:
+        _STOP["running"] = not _STOP["stopped"]
+        if not _STOP["running"]:
+            return None, ""
+        with contextlib.redirect_stdout(io.StringIO()):  # _run's own lines: the runner prints this one's when it ends
+            row = _run([nb], out_dir, kernel, False, env, cell_timeout, mode)[0]
+    except KeyboardInterrupt:  # _run has stopped its kernel
+        return None, ""
+    finally:
+        _STOP["running"] = False
+    return row, verdict_line(row)
 
 
 def _run_at_once(nbs, out_dir, kernel, env, cell_timeout, mode, jobs) -> list[dict]:
     """Replay only: `jobs` notebooks at a time, each in a worker process with its own kernel, as _run runs one;
-    each is printed when it ends, the rows come back in the notebooks' order. An interrupt lets the running ones
-    end (a replayed notebook takes seconds), starts no other, and is raised again."""
+    each is printed when it ends, the rows come back in the notebooks' order. An interrupt (SIGINT, SIGTERM, SIGHUP)
+    is passed on to the workers, which stop their notebooks as _run does and start no other; it is raised again once
+    they have."""
     import concurrent.futures as cf
     import multiprocessing
 
     rows: list[dict | None] = [None] * len(nbs)
     workers = min(jobs, len(nbs))
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=_worker_started)
     try:
         futures = {pool.submit(_one, nb, out_dir, kernel, env, cell_timeout, mode): i for i, nb in enumerate(nbs)}
         print(f"{len(nbs)} notebooks, {workers} at a time (replay: nothing is timed)", flush=True)
         for n, f in enumerate(cf.as_completed(futures), 1):
-            row, said = f.result()
+            row, words = f.result()
+            if row is None:  # a worker was stopped by a signal of its own: the run stops too
+                raise KeyboardInterrupt("a notebook's worker was stopped")
             rows[futures[f]] = row
-            print(f"[{n}/{len(nbs)}] {row['notebook']}\n    {said}", flush=True)
+            words = "\n".join("    " + line for line in words.splitlines())  # every line of an error, indented
+            print(f"[{n}/{len(nbs)}] {row['notebook']}\n{words}", flush=True)
+    except BaseException:  # an interrupt, or a worker lost: the others stop their notebooks cleanly
+        for process in list((pool._processes or {}).values()):  # the executor's own workers (no public list)
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, signal.SIGTERM)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return rows

@@ -1,6 +1,7 @@
 """The course's settings: its STREAMALLOC_* environment variables, checked all at once (cli, lesson, runner).
 
     values = settings.check_settings()        # {name: value}, or BadSetting naming every bad one
+    env = settings.absolute_folders(env)      # relative folders made absolute: the runner's kernels run elsewhere
 """
 from __future__ import annotations
 
@@ -10,6 +11,18 @@ from pathlib import Path
 from .errors import BadSetting
 from .gpu import ARCH
 from .replay import ROOT, slug
+
+
+FOLDERS = ("STREAMALLOC_BUILD", "STREAMALLOC_RECORDINGS", "STREAMALLOC_KEY_FIGURES")  # the settings that name a folder
+
+
+def absolute_folders(env: dict, start: Path | None = None) -> dict:
+    """env with the folder settings made absolute, a relative one against `start` (default: the directory the command
+    was run from), which is what it means to the user who typed it: a notebook's kernel runs in the notebook's own
+    folder, where the same relative path names another folder."""
+    start = Path.cwd() if start is None else Path(start)
+    return {**env, **{name: str(start / Path(str(env[name]).strip()).expanduser())
+                      for name in FOLDERS if str(env.get(name, "")).strip()}}
 
 
 def check_settings(env=None) -> dict:

@@ -16,13 +16,12 @@ banner; a notebook the run did not measure (it needs two GPUs) says so in its ba
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import re
 import sys
 from pathlib import Path
 
-from . import replay, runner
+from . import plots, replay, runner
 
 REPO = runner.REPO
 EXECUTED = REPO / "build" / "executed"
@@ -86,10 +85,11 @@ def reference_machine() -> dict:
 
 
 def banner(m: dict) -> str:
+    e = plots.text  # escaped once: replay.machine has escaped them already, and twice shows &amp;lt;
     return (f"Read-ahead copy, executed in <b>replay</b>: every number and figure on this page was measured by the "
-            f"course's own code on <b>{html.escape(str(m.get('gpu')))}</b> (driver {html.escape(str(m.get('driver')))}, "
-            f"CUDA {html.escape(str(m.get('driver_cuda')))}, nvcc {html.escape(str(m.get('nvcc')))}, recorded "
-            f"{html.escape(str(m.get('date')))}) and replayed here. Run the notebook on a GPU to measure your own.")
+            f"course's own code on <b>{e(m.get('gpu'))}</b> (driver {e(m.get('driver'))}, "
+            f"CUDA {e(m.get('driver_cuda'))}, nvcc {e(m.get('nvcc'))}, recorded "
+            f"{e(m.get('date'))}) and replayed here. Run the notebook on a GPU to measure your own.")
 
 
 def course(repo: Path = REPO) -> list[str]:
@@ -122,7 +122,8 @@ def check_run(executed: Path, wanted: list[str]) -> list[dict]:
 def static(nb):
     """The notebook as a page shows it: without live widgets (their views go, the image of the default setting
     beside each stays, and a note says that the controls need a running notebook), without papermill's error
-    banners, each intended error marked as intended, and only outputs of the types in SHOWN."""
+    banners, each intended error marked as intended, only outputs of the types in SHOWN, and no output metadata
+    (the page's template writes an image's width into its tag unquoted: a value there could add an attribute)."""
     import nbformat
 
     nb.metadata.pop("widgets", None)
@@ -136,8 +137,10 @@ def static(nb):
         for o in outputs:
             data = o.get("data", {})
             widget = widget or WIDGET_VIEW in data
-            for mime in [m for m in data if m not in SHOWN]:
-                del data[mime]
+            if "metadata" in o:
+                o["metadata"] = {}
+            for mime in [m for m in data if m not in SHOWN or (m == "text/plain" and WIDGET_VIEW in data)]:
+                del data[mime]  # a widget's text/plain is its repr (VBox(children=...), Output()): not for a reader
         error = next((o for o in outputs if o.get("output_type") == "error"), None)
         if error is not None and "raises-exception" in tags:
             cells.append(nbformat.v4.new_markdown_cell(
@@ -186,7 +189,7 @@ def page_header(rel: str, m: dict, pages: list[str], row: dict | None = None) ->
         nav.append(f'<a href="{depth}{same[i + 1]}">next</a>')
     note = ""
     if row and row.get("result") == runner.NOT_MEASURED:
-        note += (f" <b>Not measured</b>: {html.escape(str(row.get('error') or 'needs two GPUs'))}. Nothing on this "
+        note += (f" <b>Not measured</b>: {plots.text(row.get('error') or 'needs two GPUs')}. Nothing on this "
                  "page was measured; its programs are shown, not run.")
     if folder == "labs":
         if f"solutions/{stem}.html" in pages:

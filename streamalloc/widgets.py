@@ -15,12 +15,13 @@ the lesson's plot for the chosen one.
     explorer                                       # the last line of a cell shows it
 
 The explorer draws the default setting when it is made (so a setting missing from the grid, or a plot
-that fails, raises in the cell). Shown, it is two outputs: first the plot, an ordinary image output that
+that fails, raises in the cell). Shown, it is three outputs: first the plot, an ordinary image output that
 every front end shows (nbval, papermill, nbconvert, a notebook opened without its kernel, and a widget front
 end that cannot draw this ipywidgets' widgets, such as classic Notebook 6.5 with widgetsnbextension 3.6);
-then the controls. Moving a control redraws the plot in place (IPython's update_display); what the plot
-prints, or its error, shows in an Output below the controls. Without ipywidgets it is only the image, with a
-note.
+then the controls, then an Output. Moving a control redraws the plot in place (IPython's update_display); what
+the plot prints, or its error, shows in the Output. The Output is displayed on its own, never inside the
+controls' box: classic Notebook 6.5 with widgetsnbextension 3.6 (Colab's closest) draws no box that holds an
+Output. Without ipywidgets it is only the image, with a note.
 
 Importing this module is cheap: ipywidgets is imported when an explorer is made, not here.
 """
@@ -140,7 +141,7 @@ class Explorer:
         sliders = [w.HBox([c, self.readouts[n]]) for n, c in self.controls.items() if n in self.readouts]
         switches = [c for n, c in self.controls.items() if n not in self.readouts] + ([self.now] if self.now else [])
         rows = [w.HBox(row) for row in (sliders, switches) if row]
-        self.box = w.VBox(rows + [self.output])
+        self.box = w.VBox(rows)  # the Output is not in it: classic Notebook 6.5 would draw none of the controls
         for c in list(self.controls.values()) + ([self.now] if self.now else []):
             c.observe(self.redraw, names="value")
 
@@ -191,7 +192,7 @@ class Explorer:
 
     def redraw(self, *_):
         """Draw the chosen setting in place of the plot shown; what the plot printed, or its error, goes to the
-        Output below the controls (an error leaves the last good plot)."""
+        Output under the controls (an error leaves the last good plot)."""
         text = io.StringIO()
         try:
             with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
@@ -219,7 +220,7 @@ class Explorer:
         return self.shown["data"], self.shown["metadata"]
 
     def _ipython_display_(self):
-        """The plot as an ordinary output first (every front end shows it), then the controls under it."""
+        """The plot as an ordinary output first (every front end shows it), then the controls, then the Output."""
         from IPython.display import display
 
         handle = display(self.shown["data"], metadata=self.shown["metadata"], raw=True, display_id=True)
@@ -227,6 +228,7 @@ class Explorer:
             self.handles.append(handle)
         if self.box is not None:
             display(self.box)
+            display(self.output)
 
     def show(self):
         """Display the explorer (the same as leaving it as the last line of a cell)."""

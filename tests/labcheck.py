@@ -2,7 +2,7 @@
 
     lab = Lab("lab1_stream_ordered", "pipeline.cu")
     check = lab.check("solution")                      # solutions/lab1_stream_ordered.ipynb as it is
-    check = lab.check("lab")                           # labs/lab1_stream_ordered.ipynb: the stubs
+    check = lab.check("lab")                           # labs/lab1_stream_ordered.ipynb as git tracks it: the stubs
     check = lab.check("cudaFree left in the loop",     # the solution with a wrong answer in its regions
                       lambda cu: regions(cu, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "", "CHECK(cudaFree(buf));"]))
     check.ename, check.evalue, check.printed           # the check's error (None if it passed) and what it printed
@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -152,8 +153,23 @@ class Lab:
         return check
 
 
+def unsolved(path: Path) -> str | None:
+    """A notebook's text as the course wrote it: the file, unless it is a lab its learner solved in place
+    (runner.edited_lab); then the lab as git tracks it (staged, else committed), or None where git has no copy."""
+    from streamalloc import runner
+
+    if not runner.edited_lab(path):
+        return path.read_text()
+    done = subprocess.run(["git", "show", f":{path.relative_to(ROOT).as_posix()}"], cwd=ROOT, capture_output=True,
+                          text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
 def _cells(notebook: Path, file: str, edit):
-    nb = nbformat.read(str(notebook), as_version=4)
+    text = unsolved(notebook)
+    if text is None:
+        pytest.skip(f"{notebook.relative_to(ROOT)} is solved in place, and no git copy holds the lab as given")
+    nb = nbformat.reads(text, as_version=4)
     keep, edited = [], False
     for cell in nb.cells:
         if cell.cell_type != "code":

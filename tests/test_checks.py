@@ -204,8 +204,8 @@ def test_without_nvcc_live_nothing_that_needs_it_passes(tmp_path, capsys):
 
 
 def test_a_lab_incomplete_shows_its_message_not_the_helpers_frames():
-    e = checks.LabIncomplete("1 thing(s) still wrong: x")
-    assert e._render_traceback_()[0] == "LabIncomplete: 1 thing(s) still wrong: x"
+    e = checks.LabIncomplete("1 thing still wrong: x")
+    assert e._render_traceback_()[0] == "LabIncomplete: 1 thing still wrong: x"
 
 
 # -- the run-time halves of the lab checks, fed canned output ------------------------------------------------
@@ -304,7 +304,7 @@ def test_lab1_a_free_on_another_stream_is_caught_by_the_sanitizer(tmp_path, caps
     lesson = CannedLesson(tmp_path, LAB1, lab1_run(98.0, 8.8, 10.1), RACE_REPORT, edit=freed_on_another_stream)
     said = verdict(labchecks.lab1, lesson)
     assert "compute-sanitizer found 2 error(s), such as a use of buf not ordered before its free" in said
-    assert said.startswith("1 thing(s) still wrong")
+    assert said.startswith("1 thing still wrong")
     assert ("the reading of your code says: cudaFreeAsync is called on `t`, and nothing orders it after the "
             "kernels on `s`") in capsys.readouterr().out
 

@@ -62,8 +62,9 @@ def archive(tmp_path_factory):
     return make_dist.build(tmp_path_factory.mktemp("dist"))
 
 
-def variant(archive: Path, to: Path, version="v2", prefix=f"{NAME}/", drop=(), extra=None, mtime=None) -> Path:
-    """The archive rewritten: another version in its marker, another top folder, entries dropped or added."""
+def variant(archive: Path, to: Path, version="v2", prefix=f"{NAME}/", drop=(), extra=None, mtime=None, **mark) -> Path:
+    """The archive rewritten: another version in its marker (and `mark`'s fields: built, content), another top
+    folder, entries dropped or added."""
     with zipfile.ZipFile(archive) as src, zipfile.ZipFile(to, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
             rel = info.filename[len(NAME) + 1:]
@@ -71,7 +72,7 @@ def variant(archive: Path, to: Path, version="v2", prefix=f"{NAME}/", drop=(), e
                 continue
             data = src.read(info)
             if rel == colab.MARKER:
-                data = json.dumps({"course": NAME, "version": version}).encode()
+                data = json.dumps({"course": NAME, "version": version, **mark}).encode()
             dst.writestr(prefix + rel, data)
         for name, data in (extra or {}).items():
             dst.writestr(name, data)
@@ -341,3 +342,129 @@ def test_a_new_copy_in_a_session_that_loaded_the_old_one_says_restart(content, a
     monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
     colab.find(content=content)  # this test's process has the checkout's streamalloc loaded: another copy
     assert "Runtime -> Restart session" in capsys.readouterr().out
+
+
+# -- issue 32: the learner's copy on Colab, and faults around the unpacking -------------------------------------
+def test_a_good_archive_gives_no_warning(content, archive, monkeypatch, capsys):
+    (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
+    assert run_cell(monkeypatch) == content / NAME
+    out = capsys.readouterr().out
+    assert "Warning" not in out and "no recordings" not in out, out
+    assert not colab.no_recordings(ROOT) and colab.no_recordings(content)
+
+
+def test_the_archive_marks_its_content_and_when_it_was_built(tmp_path, archive):
+    with zipfile.ZipFile(archive) as z:
+        mark = json.loads(z.read(f"{NAME}/{colab.MARKER}"))
+    assert re.fullmatch(r"[0-9a-f]{64}", mark["content"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", mark["built"])
+    (tmp_path / "a").write_text("one")
+    (tmp_path / "b").write_text("two")
+    first = make_dist.content_hash(["a", "b"], tmp_path)
+    assert make_dist.content_hash(["a", "b"], tmp_path) == first, "the same files, the same hash"
+    (tmp_path / "b").write_text("twO")
+    assert make_dist.content_hash(["a", "b"], tmp_path) != first
+
+
+def test_an_older_archive_uploaded_later_does_not_replace_a_newer_copy(content, archive, monkeypatch, capsys):
+    variant(archive, content / f"{NAME}.zip", version="new", built="2026-11-27T10:00:00Z", content="b" * 64,
+            mtime=time.time() - 600)
+    run_cell(monkeypatch)
+    (content / NAME / "notebooks/mine.txt").write_text("an edit")
+    variant(archive, content / f"{NAME} (1).zip", version="old", built="2026-11-20T10:00:00Z", content="a" * 64)
+    assert run_cell(monkeypatch) == content / NAME
+    out = capsys.readouterr().out
+    assert colab.version(content / NAME) == "new" and (content / NAME / "notebooks/mine.txt").is_file()
+    assert f"{NAME} (1).zip, the archive uploaded last, holds an older version of the course (old) than the one " \
+           "used (new)" in out and f"rename the folder {content / NAME}" in out, out
+    assert not (content / f"{NAME}.old").exists()
+
+
+def test_the_newest_build_wins_whatever_the_upload_order(content, archive, monkeypatch, capsys):
+    variant(archive, content / f"{NAME}.zip", version="new", built="2026-11-27T10:00:00Z", content="b" * 64,
+            mtime=time.time() - 600)
+    variant(archive, content / f"{NAME} (1).zip", version="old", built="2026-11-20T10:00:00Z", content="a" * 64)
+    assert run_cell(monkeypatch) == content / NAME and colab.version(content / NAME) == "new"
+    assert "holds an older version of the course (old)" in capsys.readouterr().out
+
+
+def test_a_rebuild_of_the_same_files_is_not_unpacked_again(content, archive, monkeypatch, capsys):
+    variant(archive, content / f"{NAME}.zip", version="monday", built="2026-11-23T10:00:00Z", content="c" * 64,
+            mtime=time.time() - 600)
+    found = run_cell(monkeypatch)
+    (found / "notebooks/mine.txt").write_text("an edit")
+    variant(archive, content / f"{NAME} (1).zip", version="tuesday", built="2026-11-24T10:00:00Z", content="c" * 64)
+    assert run_cell(monkeypatch) == found and (found / "notebooks/mine.txt").is_file()
+    assert "unpacked earlier" in capsys.readouterr().out and not (content / f"{NAME}.old").exists()
+
+
+def test_every_replaced_copy_is_kept_and_said(content, archive, monkeypatch, capsys):
+    for i, v in enumerate(("one", "two", "three")):
+        variant(archive, content / f"{NAME} ({i}).zip", version=v, mtime=time.time() - 600 + i)
+        run_cell(monkeypatch)
+        (content / NAME / "notebooks/mine.txt").write_text(f"an edit in {v}")
+    out = capsys.readouterr().out
+    assert colab.version(content / NAME) == "three"
+    assert (content / f"{NAME}.old/notebooks/mine.txt").read_text() == "an edit in one"
+    assert (content / f"{NAME}.old-2/notebooks/mine.txt").read_text() == "an edit in two"
+    assert f"is kept in {content / (NAME + '.old')}" in out and f"is kept in {content / (NAME + '.old-2')}" in out
+
+
+def test_an_archive_too_big_to_be_the_course(content, archive, monkeypatch):
+    variant(archive, content / f"{NAME}.zip", extra={f"{NAME}/big.bin": b"\0" * (colab.MAX_BYTES + 1)})
+    with pytest.raises(colab.NotTheCourse, match="unpacks to more than"):
+        colab.check_archive(content / f"{NAME}.zip")
+    with pytest.raises(SystemExit) as e:
+        run_cell(monkeypatch)
+    one_sentence(str(e.value), "unpacks to more than")
+    variant(archive, content / f"{NAME}.zip", extra={f"{NAME}/x/{i}": b"" for i in range(colab.MAX_ENTRIES)})
+    with pytest.raises(colab.NotTheCourse, match=r"holds \d+ files, more than"):
+        colab.check_archive(content / f"{NAME}.zip")
+    assert not (content / NAME).exists()
+
+
+def refuse(monkeypatch, module, name, when, err):
+    """`module.name` raises `err` (errno, as the OS would) for the paths that `when` picks."""
+    real = getattr(module, name)
+
+    def refused(path, *a, **k):
+        if when(Path(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) else None):
+            raise OSError(err, os.strerror(err), str(path))
+        return real(path, *a, **k)
+    monkeypatch.setattr(module, name, refused)
+
+
+def test_a_read_only_content_is_one_sentence(content, archive, monkeypatch, capsys):
+    import errno
+    (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
+    refuse(monkeypatch, os, "mkdir", lambda p: p is not None and content in p.parents, errno.EROFS)
+    with pytest.raises(SystemExit) as e:
+        run_cell(monkeypatch)
+    one_sentence(str(e.value), "Read-only file system")
+    assert "Traceback" not in capsys.readouterr().out
+
+
+def test_an_unreadable_newer_upload_is_skipped(content, archive, monkeypatch, capsys):
+    import builtins
+    import errno
+    variant(archive, content / f"{NAME}.zip", version="good", mtime=time.time() - 600)
+    bad = variant(archive, content / f"{NAME} (1).zip", version="unreadable")
+    for module in (builtins, io):
+        refuse(monkeypatch, module, "open", lambda p: p == bad, errno.EACCES)
+    assert run_cell(monkeypatch) == content / NAME and colab.version(content / NAME) == "good"
+    assert f"Skipped {bad}: it cannot be read (Permission denied)" in capsys.readouterr().out
+
+
+def test_a_content_that_cannot_be_listed_is_one_sentence(content, archive, monkeypatch, capsys):
+    import errno
+    (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
+    refuse(monkeypatch, os, "scandir", lambda p: p == content, errno.EACCES)
+    refuse(monkeypatch, os, "listdir", lambda p: p == content, errno.EACCES)
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    with pytest.raises(SystemExit) as e:
+        colab.find(content=content)
+    one_sentence(str(e.value), f"{content} cannot be listed (Permission denied)")
+    refuse(monkeypatch, os, "stat", lambda p: p is not None and content in p.parents, errno.EACCES)
+    with pytest.raises(SystemExit) as e:
+        colab.find(content=content)
+    one_sentence(str(e.value), "Permission denied")

@@ -435,7 +435,7 @@ ANSWERS_WRONG = {  # name: (edit, what its run prints, words the verdict must ho
 
 
 @pytest.mark.parametrize("name", list(ANSWERS_WRONG))
-def test_issue19_a_wrong_answer_is_told_why(name, tmp_path, monkeypatch, capsys):
+def test_on_a_canned_run_a_wrong_answer_is_told_why(name, tmp_path, monkeypatch, capsys):
     edit, lines, words, who = ANSWERS_WRONG[name]
     said, printed = judged(tmp_path, edit, lines, monkeypatch, capsys)
     assert "All checks passed" not in printed, printed
@@ -445,7 +445,7 @@ def test_issue19_a_wrong_answer_is_told_why(name, tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize("name", [n for n, a in ANSWERS_WRONG.items() if a[3] == "reading"])
-def test_issue19_a_wrong_answer_the_reading_sees_is_explained_never_passed(name, tmp_path, monkeypatch, capsys):
+def test_on_a_canned_run_the_reading_explains_a_wrong_answer_never_passes_it(name, tmp_path, monkeypatch, capsys):
     """Were its run to show nothing (timing luck) and no record be there, the reading names what it sees, marked
     "reading" (issue 29: it never decides alone), and the verdict is not "All checks passed"."""
     edit, _, words, _ = ANSWERS_WRONG[name]
@@ -477,14 +477,14 @@ ANSWERS_RIGHT = {
 
 
 @pytest.mark.parametrize("name", list(ANSWERS_RIGHT))
-def test_issue19_a_right_answer_written_differently_passes(name, tmp_path, monkeypatch, capsys):
+def test_on_a_canned_run_a_right_answer_written_differently_is_never_rejected(name, tmp_path, monkeypatch, capsys):
     said, printed = judged(tmp_path, ANSWERS_RIGHT[name], run_lines(), monkeypatch, capsys)
     assert said == "", said
     assert "WRONG" not in printed and "cannot tell" not in printed and "reading" not in printed, printed
     assert "the free waits for the kernels" in printed and "not verified" in printed, printed  # no record here
 
 
-def test_issue19_a_stream_the_reading_cannot_follow_is_left_to_the_run(tmp_path, monkeypatch, capsys):
+def test_on_a_canned_run_a_stream_the_reading_cannot_follow_is_left_to_the_run(tmp_path, monkeypatch, capsys):
     """streams[0] is s here: the reading says it cannot tell, never ok, and the probe's right run decides."""
     edit = body("cudaStream_t streams[1] = {s};\nCHECK(cudaMallocAsync(&buf, bytes, streams[0]));\n"
                 "compute(buf, in, n, it, out + it, s);\nCHECK(cudaFreeAsync(buf, streams[0]));")
@@ -499,7 +499,7 @@ RUN_SHOWS_EARLY_FREE = ("the free does not wait for the kernels", "use of buf no
 
 @pytest.mark.parametrize("name", [n for n, a in ANSWERS_WRONG.items() if a[3] == "run"])
 @live_only
-def test_issue19_live_a_wrong_answer_only_the_run_catches(name):
+def test_live_a_wrong_answer_only_the_run_catches(name):
     """The reading cannot reject these: the run must, by the probe's wrong sum (the canned run's words) or by
     compute-sanitizer's report of a use not ordered before the free (what the H100 showed for the array's stream)."""
     edit, _, words, _ = ANSWERS_WRONG[name]
@@ -511,7 +511,7 @@ def test_issue19_live_a_wrong_answer_only_the_run_catches(name):
                                   "an owner whose deleter frees on the legacy stream",
                                   "a lambda that frees before the kernels"])
 @live_only
-def test_issue19_live_the_probe_shows_a_free_that_does_not_wait(name):
+def test_live_the_probe_shows_a_free_that_does_not_wait(name):
     """The reading rejects these too; here the run must show it as well: the probe's wrong sum, compute-sanitizer's
     report of a use not ordered before the free, or the program failing. (Live on the H100 the sanitizer, not the
     probe, showed all four: the probe's other stream did not get the freed block there.)"""
@@ -524,7 +524,7 @@ SLOWER = "freed on another stream after an event"  # right in what it does, but 
 
 @pytest.mark.parametrize("name", [n for n in ANSWERS_RIGHT if n != SLOWER])
 @live_only
-def test_issue19_live_a_right_answer_written_differently_passes(name):
+def test_live_a_right_answer_written_differently_passes(name):
     LAB.passes(name, ANSWERS_RIGHT[name])
 
 
@@ -534,6 +534,6 @@ def test_live_a_free_on_another_stream_after_an_event_is_right_and_only_its_spee
     in one run (20 µs, target 32) and missed it in another (11 µs over the limit, target 4.7). Every other finding is
     right; the speed alone may say so, or be unverified on a shared GPU."""
     check = LAB.check(SLOWER, ANSWERS_RIGHT[SLOWER])
-    wrong = [w for w in check.evalue.split("; ") if not w.startswith(("speed:", "1 thing(s) still wrong: speed:"))]
+    wrong = [w for w in check.evalue.split("; ") if not w.startswith(("speed:", "1 thing still wrong: speed:"))]
     assert check.ename in (None, "LabIncomplete") and not (check.ename and wrong), check.evalue
     assert "result (yours): all" in check.printed and "no leak" in check.printed, check.printed

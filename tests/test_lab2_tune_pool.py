@@ -510,7 +510,7 @@ def test_a_literal_put_back_is_found_out_by_the_run_that_starts_elsewhere(tmp_pa
     is the one that tells. The reading points at the constant, beside the record's finding."""
     edit = ANSWERS_WRONG["the threshold put back to a literal 0"][0]
     said, printed = judged(tmp_path, edit, run_lines(), capsys, recorded(todo2=[("trim",), ("set", 0)]))
-    assert said.startswith("1 thing(s) still wrong: threshold put back (record)"), said
+    assert said.startswith("1 thing still wrong: threshold put back (record)"), said
     assert "4 MiB × 4 iterations from threshold 3 MiB" in said
     assert "the reading of your code says: the release threshold is put back to a constant, 0 bytes (`&zero`)" \
            in printed

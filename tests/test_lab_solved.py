@@ -2,9 +2,9 @@
 the unsolved lab as committed still fails if its check raises nothing; LabIncomplete's red line lists nothing twice."""
 import json
 import re
-import shutil
 from pathlib import Path
 
+from labcheck import unsolved
 from streamalloc import checks, runner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,12 +21,13 @@ def executed(path: Path, to: Path) -> Path:
 
 
 def test_a_lab_solved_in_place_is_solved_and_the_committed_lab_still_must_fail(tmp_path):
-    committed = shutil.copy(LAB, tmp_path / "lab.ipynb")
+    committed = tmp_path / "lab.ipynb"  # the lab as the course wrote it, even where its learner solved it in place
+    committed.write_text(unsolved(LAB))
     assert not runner.edited_lab(Path(committed))
     out = executed(Path(committed), tmp_path / "out.ipynb")
     assert "raised nothing" in runner.notebook_problem(out, solved_ok=runner.edited_lab(Path(committed)))
 
-    nb = json.loads(LAB.read_text())
+    nb = json.loads(committed.read_text())
     code = next(c for c in nb["cells"] if c["cell_type"] == "code" and "TODO" in "".join(c["source"]))
     code["source"] = ["// the learner's answer\n"] + code["source"]
     solved = tmp_path / "solved.ipynb"
@@ -36,7 +37,7 @@ def test_a_lab_solved_in_place_is_solved_and_the_committed_lab_still_must_fail(t
 
 
 def test_lab_incomplete_lists_its_items_once():
-    e = checks.LabIncomplete("2 thing(s) still wrong: a is not called; b is too slow", ["a is not called", "b is too slow"])
+    e = checks.LabIncomplete("2 things still wrong: a is not called; b is too slow", ["a is not called", "b is too slow"])
     first = re.sub(r"\x1b\[[0-9;]*m", "", e._render_traceback_()[0])  # red, where IPython colours
     assert first == "LabIncomplete: 2 things still wrong, listed above; the first: a is not called"
     assert "b is too slow" not in first and "b is too slow" in str(e), "the message keeps them all for the tests"

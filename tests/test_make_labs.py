@@ -1,5 +1,5 @@
 """tools/make_labs.py: refuses unknown flags, marks each lab as generated, and never overwrites a lab edited by hand
-without --force."""
+without --force (an author's flag: what a learner reads never advises it)."""
 import json
 import shutil
 import subprocess
@@ -55,7 +55,9 @@ def test_a_lab_edited_by_hand_is_not_overwritten_without_force(course, capsys):
     snb.cells[0].source += "\n\nA new sentence in the solution."
     nbformat.write(snb, str(sol))
     assert make_labs.main([]) == 1
-    assert "lab1_stream_ordered.ipynb" in capsys.readouterr().err and lab.read_text() == edited
+    said = capsys.readouterr().err
+    assert "lab1_stream_ordered.ipynb" in said and lab.read_text() == edited
+    assert "your own edits, which are kept" in said and "--force" not in said, "never advise erasing a learner's work"
     assert make_labs.main(["--check"]) == 1
     assert make_labs.main(["--force"]) == 0
     assert "A new sentence" in lab.read_text() and "My notes" not in lab.read_text()

@@ -5,6 +5,7 @@ What is checked is what git tracks (the staged text, `git show :path`), not the 
 and saves a notebook keeps a working copy with outputs, which is theirs, and `make test` stays green. Outside a git
 checkout (the archive from `make dist`) there is nothing committed to check, and these tests say so (skipped)."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,16 @@ def test_a_notebook_saved_with_outputs_is_the_learners(tmp_path, monkeypatch):
     assert tracked() == [path] and format_problems(path) == []
     subprocess.run([*git, "add", "notebooks"], cwd=tmp_path, check=True)
     assert "cell 1 holds outputs or an execution count" in format_problems(path)
+
+
+def test_jupyterlab_checkpoints_are_not_collected(tmp_path):
+    """JupyterLab saves a copy of every opened notebook in .ipynb_checkpoints/: pytest.ini must not collect it."""
+    shutil.copy(ROOT / "pytest.ini", tmp_path)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    for path in (tmp_path / "notebooks/x.ipynb", tmp_path / "notebooks/.ipynb_checkpoints/x-checkpoint.ipynb"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(path))
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "notebooks"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and "notebooks/x.ipynb" in done.stdout, done.stdout + done.stderr
+    assert "checkpoint" not in done.stdout, done.stdout

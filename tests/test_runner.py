@@ -1,5 +1,6 @@
 """The runner: runs notebooks headless and judges each, expected errors included; writes only under its output
 folder; names cells as the source notebook numbers them; names a timeout; keeps its summary a valid table."""
+import contextlib
 import json
 from pathlib import Path
 
@@ -167,7 +168,9 @@ def test_run_leaves_its_callers_environment_as_it_was(tmp_path, monkeypatch):
     monkeypatch.delenv("STREAMALLOC_MODE", raising=False)
     monkeypatch.delenv("STREAMALLOC_KEY_FIGURES", raising=False)
     nb = notebook(tmp_path / "env.ipynb", [("import os\nassert os.environ['STREAMALLOC_MODE'] == 'replay'\n"
-                                            "assert os.environ['STREAMALLOC_KEY_FIGURES'] == 'kf'", [])])
+                                            "from pathlib import Path\n"
+                                            "assert os.environ['STREAMALLOC_KEY_FIGURES'] == str(Path(%r) / 'kf')"
+                                            % str(Path.cwd()), [])])
     before = dict(os.environ)
     rows = runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False,
                       extra_env={"STREAMALLOC_MODE": "replay", "STREAMALLOC_KEY_FIGURES": "kf"})
@@ -352,7 +355,7 @@ def test_an_edited_lab_is_solved_only_where_its_check_passed(tmp_path, monkeypat
     check here; the rows still count as run as intended (the exit status does not change)."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
     raising = edited_lab(tmp_path / "lab_a.ipynb", CHECKLIST + "\nclass LabIncomplete(Exception): pass\n"
-                         "raise LabIncomplete('1 thing(s) still wrong: buf is never freed: free it after the loop')")
+                         "raise LabIncomplete('1 thing still wrong: buf is never freed: free it after the loop')")
     solved = edited_lab(tmp_path / "lab_b.ipynb", "print('Lab 9\\n  ok  it compiles\\n\\nAll checks passed.')")
     noted = edited_lab(tmp_path / "lab_c.ipynb", "print('Lab 9\\n  note  x\\n\\nPassed, with a note: x')")
     partly = edited_lab(tmp_path / "lab_d.ipynb", "print('Lab 9\\n\\nPassed what could be checked here; not verified "
@@ -389,11 +392,92 @@ def test_an_in_progress_lab_whose_check_printed_no_checklist_gives_the_error_lin
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("sa.labchecks.lab1(lesson)", execution_count=2,
                                      metadata={"expected_exception": "LabIncomplete"})
-    cell.outputs = [nbformat.v4.new_output("error", ename="LabIncomplete", evalue="1 thing(s) still wrong: x\nmore",
+    cell.outputs = [nbformat.v4.new_output("error", ename="LabIncomplete", evalue="1 thing still wrong: x\nmore",
                                            traceback=[])]
     nb.cells = [cell]
     nbformat.write(nb, str(tmp_path / "x.ipynb"))
-    assert runner.lab_outcome(tmp_path / "x.ipynb") == ("in progress", "1 thing(s) still wrong: x")
+    assert runner.lab_outcome(tmp_path / "x.ipynb") == ("in progress", "1 thing still wrong: x")
     cell.execution_count, cell.outputs = None, []
     nbformat.write(nb, str(tmp_path / "x.ipynb"))
     assert runner.lab_outcome(tmp_path / "x.ipynb") == ("", "")  # no check ran: no word
+
+
+@pytest.mark.parametrize("to", ["the runner", "its process group"])
+def test_sigterm_during_parallel_builds_stops_every_nvcc_and_leaves_no_temporary_folder_or_socket(tmp_path, to):
+    """As above, with two notebooks building at once in replay (--jobs 2, as make course and make site run them):
+    SIGTERM to the runner alone, or to its whole process group (a closed terminal, a CI job cancelled), stops both
+    builds as SIGINT does. Afterwards no nvcc, no child of it, no kernel, no nvcc folder and no socket folder is left,
+    and no other notebook was started."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    bin_dir, pids = tmp_path / "bin", tmp_path / "pids"
+    bin_dir.mkdir()
+    pids.mkdir()
+    (bin_dir / "nvcc").write_text(f'#!/bin/sh\n[ "$1" = --version ] && echo "release 13.0, V13.0.88" && exit 0\n'
+                                  f'echo $$ > {pids}/nvcc-$$\ntouch "$TMPDIR/cicc.tmp"\n'
+                                  f'sleep 600 &\necho $! > {pids}/child-$$\nwait\n')
+    (bin_dir / "nvcc").chmod(0o755)
+    nbs = []
+    for name in ("a", "b", "c"):  # two build at once; c waits its turn, and must never start
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "x.cu").write_text("int main() { return 0; }\n")
+        nbs.append(notebook(tmp_path / name / f"{name}.ipynb", [
+            (f"import os\nopen('{pids}/kernel-' + str(os.getpid()), 'w').write(str(os.getpid()))\n"
+             "from streamalloc import cuda\ncuda.build_all(['x.cu'], out_dir='built')", [])]))
+    tmp = Path(tempfile.mkdtemp(prefix="sa-"))  # short: the kernels' IPC sockets live in TMPDIR
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp), "STREAMALLOC_MODE": "replay",
+           "PYTHONPATH": str(runner.REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "streamalloc", "run", "--no-progress", "--jobs", "2", *map(str, nbs)],
+                            env=env, cwd=runner.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        for _ in range(600):
+            if len([p for p in pids.glob("child-*") if p.read_text().strip()]) == 2:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the builds never started")
+        time.sleep(0.3)
+        if to == "the runner":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out = proc.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            pytest.fail("the runner did not stop within 60 s of SIGTERM")
+        assert proc.returncode != 0, out
+        time.sleep(0.5)
+        left = []
+        for pid_file in pids.iterdir():
+            state = Path(f"/proc/{pid_file.read_text().strip()}/stat")
+            if state.exists() and state.read_text().split()[2] != "Z":
+                left.append(pid_file.name.split("-")[0])
+        assert not left, f"still running: {left}\n{out}"
+        assert len(list(pids.glob("kernel-*"))) == 2, "a notebook was started after SIGTERM"
+        assert not list(tmp_path.glob("*/built/.nvcc-*")), "nvcc's temporary folder is left"
+        assert not list(tmp.glob("streamalloc-kernels-*")), "the kernels' socket folder is left"
+    finally:  # whatever failed, nothing of this test is left running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        for pid_file in pids.iterdir():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_the_parallel_console_shows_every_line_of_a_multi_line_error(tmp_path, monkeypatch, capsys):
+    """--jobs 2 printed only the last line of an error ("second: the fix"): every line, each under its notebook."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    nbs = [notebook(tmp_path / "ok.ipynb", [("x = 1", [])]),
+           notebook(tmp_path / "bad.ipynb", [("raise ValueError('first: what went wrong\\nsecond: the fix')", [])])]
+    rows = runner.run(nbs, out_dir=tmp_path / "out" / "executed", progress=False, jobs=2)
+    assert [r["result"] for r in rows] == ["passed", "failed"], rows
+    out = capsys.readouterr().out.split("\n\n")[0]  # the console's lines, before the summary's table
+    assert "bad.ipynb\n    failed in " in out and "ValueError: first: what went wrong\n    second: the fix" in out, out

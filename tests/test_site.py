@@ -189,6 +189,7 @@ def test_the_index_shows_no_html_comment_and_widgets_say_they_need_a_running_not
     assert "&lt;!--" not in index and "<!--" not in index and "b66d609321b9" not in index
     page = (out / "notebooks" / "03_pools.html").read_text()
     assert "running notebook" in page and "cannot run it" in page  # below the explorer's image
+    assert "&lt;Explorer&gt;" not in page  # a widget's text/plain is its repr (VBox(children=...)): not shown
 
 
 def test_a_notebook_not_measured_is_published_saying_so(course):

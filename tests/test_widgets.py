@@ -80,10 +80,10 @@ def test_builds_the_controls_and_draws_the_default_once():
     assert c["block size"].options == (("16", 16), ("64", 64)) and c["block size"].value == 64
     assert isinstance(c["trim to 0 at the end"], ipywidgets.Checkbox) and c["trim to 0 at the end"].value is True
     assert ex.now is None, "no run function: no 'run it now' box"
-    sliders, switches, out = ex.box.children
+    sliders, switches = ex.box.children
     assert [list(row.children) for row in sliders.children] == [[c["threshold"], ex.readouts["threshold"]],
                                                                  [c["block size"], ex.readouts["block size"]]]
-    assert list(switches.children) == [c["trim to 0 at the end"]] and out is ex.output
+    assert list(switches.children) == [c["trim to 0 at the end"]]
 
     assert ex.output.outputs == (), "the Output is for what a redraw prints; the plot is an output of its own"
     assert ex.draws == 1 and len(calls) == 1
@@ -170,14 +170,35 @@ def test_it_displays_the_plot_first_then_the_controls_and_redraws_in_place(displ
     shown = displays
     ex = widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(0, 16, False))
     ex.show()
-    plot, controls = shown.messages
+    plot, controls, output = shown.messages
     assert set(plot["data"]) == {"image/png", "text/plain"} and plot["data"]["image/png"] == image(ex)
     assert WIDGET_VIEW not in plot["data"] and controls["data"][WIDGET_VIEW]["model_id"] == ex.box.model_id
+    assert output["data"][WIDGET_VIEW]["model_id"] == ex.output.model_id
     first = image(ex)
     ex.controls["threshold"].value = 256  # it still updates after being shown
     update = shown.messages[-1]
     assert update["update"] and update["transient"]["display_id"] == plot["transient"]["display_id"]
     assert update["data"]["image/png"] == image(ex) != first and ex.draws == 2 and ex.setting == (256, 16, False)
+
+
+def widget_tree(widget):
+    """A widget and every widget under it, however deeply boxed."""
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from widget_tree(child)
+
+
+@needs_ipywidgets
+@pytest.mark.parametrize("run", [None, lambda t, s, trim: [1, 2]])
+def test_the_output_is_not_in_the_controls_box(run):
+    """Classic Notebook 6.5 with widgetsnbextension 3.6 (Colab's closest) drew none of the controls of a box that
+    held the Output: the Output is shown on its own, and the box holds every control."""
+    ex = widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(0, 16, False), run=run)
+    tree = list(widget_tree(ex.box))
+    assert not [w for w in tree if isinstance(w, ipywidgets.Output)], "an Output inside the controls' box"
+    assert all(c in tree for c in [*ex.controls.values(), *ex.readouts.values()] + ([ex.now] if run else []))
+    ex.controls["block size"].value = 64  # the Output still takes what a redraw says
+    assert ex.output.outputs == () and ex.setting == (0, 64, False)
 
 
 @needs_ipywidgets

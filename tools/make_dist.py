@@ -12,13 +12,15 @@ The files are the ones git tracks (`git ls-files`), as they are in the working t
 folder is shipped; outside a git checkout, every file but build outputs. The sample reports' images
 (reports/*/figures/) stay out: they are most of the folder's size, and the report's text says what they showed.
 Beside them it writes the marker file stream-ordered-allocator/course-version.json, {"course": ..., "version":
-...}: the first cell checks an archive by it (streamalloc/colab.py). The archive is written to a temporary name
-and renamed, so a failed build leaves no half archive.
+..., "built": ..., "content": ...}: the first cell checks an archive by it (streamalloc/colab.py), knows a rebuild
+of the same files by "content" (a hash of the files) and an older archive by "built" (UTC, ISO 8601). The archive
+is written to a temporary name and renamed, so a failed build leaves no half archive.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import subprocess
@@ -42,10 +44,21 @@ SKIP_DIRS = {".git", "build", ".venv", ".site", "__pycache__", ".ipynb_checkpoin
 def course_files(root: Path = ROOT) -> list[str]:
     """The files that make the course, relative to root, sorted."""
     if (root / ".git").exists():
-        done = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True)
-        if done.returncode == 0:
-            return sorted(p for p in done.stdout.split("\0")
-                          if p and (root / p).is_file() and not any(Path(p).match(g) for g in LEFT_OUT))
+        # a checkout whose list git refuses is never packed whole: every file would include secrets and stray files
+        try:
+            done = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True)
+            why = (done.stderr.strip().splitlines() or [""])[0] if done.returncode else ""
+        except OSError as e:
+            done, why = None, f"git cannot be run: {e.strerror or e}"
+        if done is None or done.returncode != 0:
+            fix = (f"git refuses a folder that another user owns: run `git config --global --add safe.directory "
+                   f"{root}` (or build as the folder's owner)" if "dubious ownership" in why else
+                   "fix what git says")
+            raise SystemExit(f"make_dist: git cannot list the course's files in {root} ({why or 'no reason given'}), "
+                             "and without that list every file in the folder would be packed; nothing was written. "
+                             f"{fix[0].upper() + fix[1:]}, then run it again.")
+        return sorted(p for p in done.stdout.split("\0")
+                      if p and (root / p).is_file() and not any(Path(p).match(g) for g in LEFT_OUT))
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
@@ -53,10 +66,20 @@ def course_files(root: Path = ROOT) -> list[str]:
     return sorted(f for f in files if not any(Path(f).match(g) for g in LEFT_OUT))
 
 
-def version(root: Path = ROOT) -> str:
-    """When the archive was built, and from which commit ("2026-11-25 14:02 UTC, commit de16522"); a rebuild is a
-    new version, so the first cell unpacks it over an older copy."""
-    built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+def content_hash(files: list[str], root: Path = ROOT) -> str:
+    """A hash of the files' names and bytes: a rebuild of the same files has the same one, so the first cell does
+    not unpack it over a copy the learner may have edited."""
+    h = hashlib.sha256()
+    for f in files:
+        data = (root / f).read_bytes()
+        h.update(f"{f}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def version(root: Path = ROOT, now: datetime.datetime | None = None) -> str:
+    """When the archive was built, and from which commit ("2026-11-25 14:02 UTC, commit de16522")."""
+    built = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
     commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
     if commit.returncode != 0:
         return built
@@ -77,7 +100,10 @@ def build(out_dir: Path, root: Path = ROOT) -> Path:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             for f in files:
                 z.write(root / f, f"{NAME}/{f}")
-            z.writestr(f"{NAME}/{MARKER}", json.dumps({"course": NAME, "version": version(root)}, indent=1) + "\n")
+            now = datetime.datetime.now(datetime.timezone.utc)
+            mark = {"course": NAME, "version": version(root, now), "built": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "content": content_hash(files, root)}
+            z.writestr(f"{NAME}/{MARKER}", json.dumps(mark, indent=1) + "\n")
         tmp.replace(archive)
     finally:
         tmp.unlink(missing_ok=True)

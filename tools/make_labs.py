@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     if a.check:
         stale = sorted({p.name for p in want if have.get(p) != want[p]} | {p.name for p in have if p not in want})
         if stale:
-            print("labs/ is not generated from solutions/ (run `make labs`): " + ", ".join(stale))
+            print("These labs are not what tools/make_labs.py writes from solutions/: " + ", ".join(stale))
             return 1
         print(f"labs/ matches solutions/ ({len(want)} labs)")
         return 0
@@ -132,8 +132,8 @@ def main(argv=None) -> int:
     removed = [p for p in have if p not in want]
     edited = sorted(p.name for p in [*changes, *removed] if p in have and hand_edited(p, want.get(p, have[p])))
     if edited and not a.force:
-        print("not written: these labs hold edits tools/make_labs.py did not make (edit solutions/ instead; "
-              "--force overwrites them): " + ", ".join(edited), file=sys.stderr)
+        print("Nothing written: these labs hold your own edits, which are kept: " + ", ".join(edited)
+              + ". To start one of them again, delete it and run `make labs`.", file=sys.stderr)
         return 1
     (ROOT / "labs").mkdir(exist_ok=True)
     for p in removed:

@@ -59,7 +59,7 @@ def pool_between_repeats(recs) -> Markdown:
              "allocation, and could already launch a kernel that uses it: the kernel's result is right because it "
              "runs in the same stream, after the allocation.", ""]
     what = (f"Each repeat ends with a `cudaStreamSynchronize`, and the default pool's release threshold was "
-            f"{' / '.join(map(str, thresholds))} bytes. ")
+            f"{' / '.join(map(plots.md, thresholds))} bytes. ")
     if empty == len(recs):
         what += ("At that threshold a synchronize hands the freed block back to the device (Guide §15.12 "
                  "*Synchronization API Actions*; §15.7 *Physical Page Caching Behavior*): the pool had 0 bytes "
@@ -80,7 +80,7 @@ def pool_between_repeats(recs) -> Markdown:
              + "Sections 2, 3 and 5 are built the same way, with a synchronize at the end of each repeat.")
     lines += [what, ""]
     if len(ptrs) == 1:
-        lines.append(f"The pointer was still {ptrs[0]} in all {len(recs)} repeats"
+        lines.append(f"The pointer was still {plots.md(ptrs[0])} in all {len(recs)} repeats"
                      + (" although the pool had kept no memory in between. That is consistent with a pool that keeps "
                         "its virtual address range and maps new physical memory into it when it grows again, but a "
                         "pointer value cannot show which physical memory is behind it: the same address does not "
@@ -196,13 +196,13 @@ def race_text(race) -> Markdown:
     for scenario in ("before-alloc", "after-free"):
         racy = race[scenario, "racy"]
         if block_reused(racy):
-            lines.append(f"- *{scenario}*: the racy version exited 0 and {racy['errors']} of {racy['n']} elements of "
-                         f"`b`'s result are wrong (one is {racy['first_wrong']}, not 7): `b` used the block while it "
-                         "held another buffer's data.")
+            lines.append(f"- *{scenario}*: the racy version exited 0 and {plots.md(racy['errors'])} of "
+                         f"{plots.md(racy['n'])} elements of `b`'s result are wrong (one is "
+                         f"{plots.md(racy['first_wrong'])}, not 7): `b` used the block while it held another buffer's data.")
         else:
             lines.append(f"- *{scenario}*: the racy version exited 0, `b`'s access was outside `p`'s lifetime, but this "
                          f"pool gave `p` a different block, so `b`'s result came out {'right' if racy['ok'] else 'wrong'} "
-                         f"({racy['errors']} wrong elements): the bug is there, the damage depends on the pool.")
+                         f"({plots.md(racy['errors'])} wrong elements): the bug is there, the damage depends on the pool.")
     return Markdown("\n".join(lines))
 
 
@@ -210,7 +210,7 @@ def default_threshold_text(rec, kept) -> Markdown:
     """What the racy before-alloc run did with the pool at its default release threshold, from its record."""
     where = "at the same address as the earlier buffer" if rec["same_address"] else "at another address"
     text = (f"**The same bug at the default release threshold.** The last run is the racy *before-alloc* run "
-            f"again with the pool's release threshold left at {rec['threshold']} bytes. The synchronize after the "
+            f"again with the pool's release threshold left at {plots.md(rec['threshold'])} bytes. The synchronize after the "
             f"earlier buffer's free decided what the pool kept: {nbytes(rec['reserved_before'])} when `p` was "
             f"allocated ({nbytes(kept['reserved_before'])} in the run that keeps freed memory), and `p` came {where}. "
             f"`b` still ran outside `p`'s lifetime and every CUDA call succeeded. ")
@@ -219,8 +219,8 @@ def default_threshold_text(rec, kept) -> Markdown:
                  "0 + 7 is the right answer. The bug is there and a check of the result cannot see it; only "
                  "the 9s of the earlier buffer, kept in the pool, made it visible above. ")
     else:
-        text += (f"{rec['errors']} of {rec['n']} elements of `b`'s result were wrong (one is "
-                 f"{rec['first_wrong']}: `b` read {rec['first_wrong'] - 7} where `p` was to hold 0). ")
+        text += (f"{plots.md(rec['errors'])} of {plots.md(rec['n'])} elements of `b`'s result were wrong (one is "
+                 f"{plots.md(rec['first_wrong'])}: `b` read {rec['first_wrong'] - 7} where `p` was to hold 0). ")
     if rec["reserved_before"] == 0:
         text += ("The pool had given the block back, so `cudaMallocAsync` got memory for `p` anew (section 1 "
                  "saw the same): that is what `b` read.")
@@ -247,25 +247,27 @@ def what_the_reports_hold(san) -> Markdown:
     for (scenario, mode), v in san.items():
         if mode != "racy":
             continue
-        text = (f"- *{scenario}*, racy: {v.errors} error(s) counted, {len(v.blocks)} printed. The first is "
-                f"`{v.kind}`")
-        text += f" ({v.address})" if v.address else ""
+        # what the sanitizer printed goes in as text: a recording's could hold markup
+        text = (f"- *{scenario}*, racy: {plots.md(v.errors)} error(s) counted, {len(v.blocks)} printed. The first is "
+                f"{plots.code(v.kind)}")
+        text += f" ({plots.md(v.address)})" if v.address else ""
         if v.located and v.located_error() != v.first_error():
             same = sum(b[0][len(sanitizer.LINE):].strip() == v.located for b in v.blocks)
             text += (f": it names the allocation, not a kernel. The kernel and the line come from the errors after "
-                     f"it: `{v.located}` at `{v.location}` in `{v.function}` ({same} of the printed errors).")
+                     f"it: {plots.code(v.located)} at {plots.code(v.location)} in {plots.code(v.function)} ({same} of "
+                     "the printed errors).")
         elif v.located:
-            text += f", at `{v.location}` in `{v.function}`."
+            text += f", at {plots.code(v.location)} in {plots.code(v.function)}."
         else:
             text += ", and no printed error names a kernel or a line: the report names the allocation only."
         if v.records:
             r = v.records[0]
-            text += (f" The program ran to its end under the sanitizer and printed its result ({r['errors']} wrong "
-                     f"elements, one {r['first_wrong']}).")
+            text += (f" The program ran to its end under the sanitizer and printed its result ({plots.md(r['errors'])} wrong "
+                     f"elements, one {plots.md(r['first_wrong'])}).")
         else:
             failed = next((re.sub(r"^\S*/", "", line) for line in v.output.splitlines() if " failed: " in line), None)
             text += (" The program did not get to print its result"
-                     + (f": its next check failed (`{failed}`), after memcheck had ended the context at the bad "
+                     + (f": its next check failed ({plots.code(failed)}), after memcheck had ended the context at the bad "
                         "access." if failed else "."))
         lines.append(text)
     fixed = [f"*{s}*" for (s, m), v in san.items() if m == "fixed" and v.errors == 0]

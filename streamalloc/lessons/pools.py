@@ -115,7 +115,7 @@ def granularity_findings(rows, g) -> list[tuple[str, object]]:
 def granularity_prose(rows, g, gpu: str) -> str:
     exact = all(r["reserved"] == granules(r["request"], g) for r in rows)
     by = {r["request"]: r for r in rows}
-    lines = [f"On the {gpu} a request of 1 byte reserved {mib(g):g} MiB, and "
+    lines = [f"On the {plots.md(gpu)} a request of 1 byte reserved {mib(g):g} MiB, and "
              + ("every request reserved exactly its size rounded up to whole granules of that size."
                 if exact else "not every request reserved exactly its size rounded up to such granules (see the table).")
              + " *Used* counts the bytes the program asked for, so *reserved* minus *used* is the rounding."]
@@ -158,7 +158,7 @@ def sync_findings(records, g) -> list[tuple[str, object]]:
 
 def sync_prose(by_t, g, nbytes, half, seed_threshold, gpu) -> str:
     zero, mid, seed, top = by_t["0"], by_t[str(half)], by_t[str(seed_threshold)], by_t["max"]
-    return (f"**As measured on the {gpu}.** At a synchronization that covers the free, the pool gave unused memory "
+    return (f"**As measured on the {plots.md(gpu)}.** At a synchronization that covers the free, the pool gave unused memory "
             f"back until it reserved no more than the threshold; memory in use stayed. The {mib(nbytes):g} MiB "
             f"allocation held {mib(zero['reserved_alloc']):g} MiB. After `cudaStreamSynchronize` of the freeing "
             f"stream the pool kept {mib(zero['reserved_sync']):g} MiB at threshold 0, {mib(mid['reserved_sync']):g} MiB "

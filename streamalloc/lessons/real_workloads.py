@@ -301,8 +301,9 @@ def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
     smallest footprint, and the cheapest of those whose peak reserved is within `slack` of the smallest."""
     done = measured(results, trace)
     if not done:
-        return f"**{trace.name}**: no allocator replayed it here."
+        return f"**{plots.md(trace.name)}**: no allocator replayed it here."
     cost = {r["allocator"]: own_us(r, results) for r in done}
+    name = lambda r: plots.md(r["allocator"])  # noqa: E731  a recorded name goes in as text, never as markup
     us = lambda r: f"{cost[r['allocator']]:.0f} µs a step above its loop's floor, {step_us(r):.0f} in all"  # noqa: E731
     below = [r for r in done if cost[r["allocator"]] < 0]
     timed = [r for r in done if cost[r["allocator"]] >= 0] or done
@@ -312,22 +313,22 @@ def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
                key=lambda r: cost[r["allocator"]], default=fastest)
     peak = trace.stats()["peak"]
     worst = max(done, key=lambda r: r["peak_reserved"])
-    text = (f"**{trace.name}** on {gpu}: the cheapest is {fastest['allocator']} ({us(fastest)}; peak reserved "
-            f"{size(fastest['peak_reserved'])}); the smallest footprint is {smallest['allocator']} "
+    text = (f"**{plots.md(trace.name)}** on {plots.md(gpu)}: the cheapest is {name(fastest)} ({us(fastest)}; peak reserved "
+            f"{size(fastest['peak_reserved'])}); the smallest footprint is {name(smallest)} "
             f"({size(smallest['peak_reserved'])}, {smallest['peak_reserved'] / peak:.2f}× the {size(peak)} the "
             f"trace asks for at its peak; {us(smallest)}). ")
     if below and timed is not done:
         text += ("Left out of the ranking, below its loop's floor: "
-                 + ", ".join(f"{r['allocator']} ({cost[r['allocator']]:.0f} µs)" for r in below)
+                 + ", ".join(f"{name(r)} ({cost[r['allocator']]:.0f} µs)" for r in below)
                  + "; there the spread of the loop's timing is larger than what the allocator costs. ")
     if fits is fastest:
         text += f"The cheapest is also within {slack:g}× of the smallest footprint: it fits this trace. "
     else:
-        text += (f"Of the allocators within {slack:g}× of the smallest footprint, {fits['allocator']} is cheapest "
+        text += (f"Of the allocators within {slack:g}× of the smallest footprint, {name(fits)} is cheapest "
                  f"({us(fits)}); the cheapest overall holds "
                  f"{fastest['peak_reserved'] / fits['peak_reserved']:.2f}× as much at the peak. ")
     up_front = worst["grows"] <= 2 and worst["peak_reserved"] > 2 * peak  # a starting size, not the trace's doing
-    text += (f"The largest footprint is {worst['allocator']}'s, {worst['peak_reserved'] / peak:.2f}× the trace's peak"
+    text += (f"The largest footprint is {name(worst)}'s, {worst['peak_reserved'] / peak:.2f}× the trace's peak"
              + (f" (what it held grew {worst['grows']} times over the cold pass: most of it was the size the allocator "
                 "starts with, not what the trace asked)" if up_front else "")
              + (f", and it took memory from the driver {worst['grows_warm']} times in a warm replay" if
@@ -335,7 +336,7 @@ def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
     churn = [r for r in done if r["grows_warm"] > 0 and r["shrinks_warm"] > 0]
     if churn:
         text += (" Still taking memory from the driver and giving it back once warm (times taken/given): "
-                 + ", ".join(f"{r['allocator']} ({r['grows_warm']}/{r['shrinks_warm']})" for r in churn) + ".")
+                 + ", ".join(f"{name(r)} ({r['grows_warm']}/{r['shrinks_warm']})" for r in churn) + ".")
     return text
 
 

@@ -115,7 +115,7 @@ def seed_verdicts(wait: Waits, cost: HostCost) -> Markdown:
     size, big = wait.sizes[0], wait.sizes[-1]
     f, fa, fo = wait("cudaFree", size), wait("cudaFreeAsync", size), wait("cudaFree of a cudaMallocAsync pointer", size)
     m, mbig = wait("cudaMalloc", size), wait("cudaMalloc", big)
-    lines = [f"**Measured on {wait.label}**, with a kernel of {f['kernel_us'] / 1000:.1f} ms:", ""]
+    lines = [f"**Measured on {plots.md(wait.label)}**, with a kernel of {f['kernel_us'] / 1000:.1f} ms:", ""]
     if f["returned_early"] == 0:
         lines.append(f"- `cudaFree` of a {nbytes(size)} buffer from `cudaMalloc`, which the kernel never touched, "
                      f"returned after {f['host_us'] / 1000:.1f} ms, when the kernel had finished "
@@ -272,7 +272,7 @@ def missed_mark(ss: Steady, cost: HostCost) -> Markdown:
     if 4 * MiB not in ss.sizes or ss.speedup(4 * MiB) >= 10:
         return Markdown("")
     return Markdown(
-        f"The 10x mark is missed at 4 MiB on {ss.label}: an iteration of the synchronous loop takes "
+        f"The 10x mark is missed at 4 MiB on {plots.md(ss.label)}: an iteration of the synchronous loop takes "
         f"{ss.per_iter('sync', 4 * MiB):.1f} µs (section 1's `cudaMalloc` + `cudaFree` alone cost "
         f"{cost('cudaMalloc', 4 * MiB) + cost('cudaFree', 4 * MiB):.1f} µs on the host), one of the stream-ordered "
         f"loop {ss.per_iter('async', 4 * MiB):.2f} µs; *Where the last microseconds go* below shows what sets the "
@@ -343,7 +343,7 @@ def budget_text(budget: Budget, ss: Steady) -> Markdown:
         where = "about the gap: the gap is mostly the two calls' own work on the stream"
     lo, hi = f"{min(pairs):.2f}", f"{max(pairs):.2f}"
     span = f"about {lo} µs" if lo == hi else f"{lo} to {hi} µs"
-    lines = [f"**Measured on {budget.label}:**", "",
+    lines = [f"**Measured on {plots.md(budget.label)}:**", "",
              f"- **GPU.** With the run queued, an iteration of the stream-ordered loop takes {min(gaps):.2f} to "
              f"{max(gaps):.2f} µs longer than the kernel alone. The pair alone, with no kernel, takes {span} of GPU "
              f"time per iteration, {where}.",
@@ -369,7 +369,7 @@ def budget_text(budget: Budget, ss: Steady) -> Markdown:
                      "size, so the stream-ordered loop's kernels write the same memory every time, as the "
                      "preallocated loop's do.")
     else:
-        lines.append(f"- **Addresses.** The pool handed out {', '.join(str(r['addresses']) for r in rows)} "
+        lines.append(f"- **Addresses.** The pool handed out {', '.join(plots.md(r['addresses']) for r in rows)} "
                      "distinct addresses per size over all runs.")
     big = [r for s, r in zip(budget.sizes, rows) if s >= 64 * MiB and s in ss.sizes]
     if big:
@@ -469,7 +469,7 @@ def seed_story(seed: SeedRuns, cold: ColdStart, ss: Steady) -> Markdown:
     f_sync = cold.first_minus_second() / 1000
     sync_trials = [seed.runs[(0, t)].records.one(loop="sync")["ms"] for t in range(seed.trials)]
     share = f_async / d_async if d_async > 0 else float("inf")
-    lines = [f"**Measured on {seed.label}:**", "",
+    lines = [f"**Measured on {plots.md(seed.label)}:**", "",
              f"- The seed's stream-ordered loop takes {d_async:.2f} ms longer without a warm-up than after one. "
              f"The first `cudaMallocAsync` of a fresh process, timed alone in the seed's order, costs {f_async:.2f} ms: "
              + ("about all of that difference." if 0.7 <= share <= 1.3 else f"{100 * share:.0f} % of that difference.")]
@@ -496,7 +496,7 @@ def seed_story(seed: SeedRuns, cold: ColdStart, ss: Steady) -> Markdown:
 
 def events_text(seed: SeedRuns) -> Markdown:
     """The seed's events on the legacy default stream against events on the working stream, on the same runs."""
-    lines = [f"**Measured on {seed.label}** (medians of {seed.trials} fresh processes, per setting):", ""]
+    lines = [f"**Measured on {plots.md(seed.label)}** (medians of {seed.trials} fresh processes, per setting):", ""]
     for loop, name in (("sync", "synchronous"), ("async", "stream-ordered")):
         for w, when in ((0, "as written"), (1, "after a warm-up")):
             legacy, own = seed.value(w, "ms", loop), seed.value(w, "stream_ms", loop)
@@ -613,6 +613,6 @@ def free_takeaway(wait: Waits) -> Markdown:
              "work still uses it)" if fo["returned_early"] == fo["n"] else
              "although Guide §15.3 *API Fundamentals* says it performs no further synchronization: do not count on it")
     return Markdown(
-        f"- On {wait.label}, each call made while a kernel that never touched the buffer was running (section 2): "
+        f"- On {plots.md(wait.label)}, each call made while a kernel that never touched the buffer was running (section 2): "
         f"`cudaFree` of memory from `cudaMalloc` {did(f)}; `cudaFree` of memory from `cudaMallocAsync` {did(fo)}, "
         f"{guide}. `cudaFreeAsync` returned at once and frees in stream order.")

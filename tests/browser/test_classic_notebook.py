@@ -1,13 +1,11 @@
-"""03's explorer in Colab's widget front end: classic Notebook 6.5.7 with widgetsnbextension 3.6.10 (ipywidgets 7's
-front end), from Colab's package set (build/venv-colab, constraints/colab.txt), in headless Chromium.
+"""03's and 08's explorers in Colab's widget front end: classic Notebook 6.5.7 with widgetsnbextension 3.6.10
+(ipywidgets 7's front end), from Colab's package set (build/venv-colab, constraints/colab.txt), in headless Chromium.
 
     # make browser (it builds build/venv-colab first)
 
-Notebook 03 runs top to bottom in the classic notebook; the explorer's plot must be visible as an ordinary image
-output, whatever the widget front end does. Where the front end draws the controls, moving the threshold slider
-must redraw the plot in place; where it does not (here, Chromium with these versions logs "_deserialize_state is
-not a function" and draws none, as issue 21 found), the test prints what the browser logged, and the plot is
-what the learner sees. Screenshot: build/browser/classic-03_pools-explorer.png.
+Each notebook runs top to bottom in the classic notebook. The explorer's plot must be visible as an ordinary image
+output, its controls must be drawn (they were not while the Output widget sat inside the controls' box: issue 32), and
+moving the first slider must redraw the plot in place. Screenshots: build/browser/classic-<notebook>-explorer*.png.
 """
 from __future__ import annotations
 
@@ -78,9 +76,14 @@ PROMPTS = """() => Jupyter.notebook.get_cells().filter(c => c.cell_type === 'cod
   .map(c => c.element[0].querySelector('.input_prompt').textContent.trim())"""
 
 
-def test_pools_explorer_shows_its_plot_in_ipywidgets_7s_front_end(page, classic):  # noqa: F811
+EXPLORERS = [(NB03, "sa.widgets.Explorer("), ("notebooks/08_real_workloads.ipynb", "W.explorer(")]
+
+
+@pytest.mark.parametrize("notebook, call", EXPLORERS, ids=["03", "08"])
+def test_an_explorer_draws_its_controls_and_redraws_in_ipywidgets_7s_front_end(page, classic, notebook, call):  # noqa: F811
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.goto(f"{classic['base']}/notebooks/{NB03}?token={classic['token']}")
+    name = Path(notebook).stem
+    page.goto(f"{classic['base']}/notebooks/{notebook}?token={classic['token']}")
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
     page.evaluate("() => Jupyter.notebook.execute_all_cells()")
     deadline = time.time() + RUN_TIMEOUT_S
@@ -92,25 +95,25 @@ def test_pools_explorer_shows_its_plot_in_ipywidgets_7s_front_end(page, classic)
         time.sleep(1)
     assert all(re.fullmatch(r"In\s*\[\d+\]:", p) for p in prompts), f"not every cell ran: {prompts}"
 
-    cell = page.locator("div.code_cell", has=page.locator(".input_area", has_text="sa.widgets.Explorer("))
-    assert cell.count() == 1, "03's explorer cell was not found"
+    cell = page.locator("div.code_cell", has=page.locator(".input_area", has_text=call))
+    assert cell.count() == 1, f"{name}'s explorer cell was not found"
     cell.scroll_into_view_if_needed()
     plot = cell.locator(".output_area .output_png img").first
     plot.wait_for(timeout=30_000)
     assert plot.is_visible() and page.evaluate("(img) => img.naturalWidth > 0", plot.element_handle()), \
-        "the explorer's plot is not visible in the classic notebook"
-    cell.screenshot(path=str(SHOTS / "classic-03_pools-explorer.png"))
-    assert cell.locator(".output_error").count() == 0, "the explorer cell shows an error"
-
+        f"{name}'s explorer plot is not visible in the classic notebook"
+    assert cell.locator(".output_error").count() == 0, f"{name}'s explorer cell shows an error"
     sliders = cell.locator(".widget-slider")
-    if sliders.count() == 0:  # this front end failed to draw the controls: the plot above is what the learner sees
-        print("ipywidgets 7's classic front end drew no controls here; the browser logged:\n" + "\n".join(page.errors))
-        return
+    try:
+        sliders.first.wait_for(timeout=30_000)
+    finally:
+        cell.screenshot(path=str(SHOTS / f"classic-{name}-explorer.png"))
+    assert sliders.count() > 0, "no controls drawn; the browser logged:\n" + "\n".join(page.errors)
     first = plot.get_attribute("src")
     handle = sliders.first.locator(".ui-slider-handle, .noUi-handle").first
     handle.focus()
     handle.press("ArrowRight")
     page.wait_for_function("""([el, old]) => el.getAttribute('src') !== old""", arg=[plot.element_handle(), first],
                            timeout=30_000)
-    cell.screenshot(path=str(SHOTS / "classic-03_pools-explorer-moved.png"))
+    cell.screenshot(path=str(SHOTS / f"classic-{name}-explorer-moved.png"))
     assert cell.locator(".output_area .output_png img").count() == 1, "a move added a plot instead of redrawing it"
