@@ -27,6 +27,7 @@ REPO = runner.REPO
 EXECUTED = REPO / "build" / "executed"
 OUT = REPO / "build" / "site"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WRITTEN = re.compile(r"^(Writing|Overwriting|Appending to) \S*/([^/\s]+)$", re.M)  # %%writefile's line
 SHOWN = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}  # all else is dropped
 WIDGET_NOTE = ("*In a running notebook (Jupyter or Colab) the controls of this explorer appear here and redraw the "
                "plot; this read-ahead copy cannot run it, and shows the plot of their default setting above.*")
@@ -135,6 +136,9 @@ def static(nb):
         outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
         widget = False
         for o in outputs:
+            if o.get("output_type") == "stream" and cell.source.startswith("%%writefile"):
+                # "Writing /home/.../build/.../run-<pid>-<token>/x.cu": the builder's folders say nothing to a reader
+                o["text"] = WRITTEN.sub(r"\1 \2", o.get("text", ""))
             data = o.get("data", {})
             widget = widget or WIDGET_VIEW in data
             if "metadata" in o:
@@ -223,7 +227,10 @@ def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()
         folder, stem = rel[:-len(".html")].split("/")
         nb = static(nbformat.read(str(executed / folder / f"{stem}.ipynb"), as_version=4))
         header = page_header(rel, m, pages, rows[f"{folder}/{stem}.ipynb"])
-        body, _ = exporter.from_notebook_node(nb, resources={"site_header": header})
+        title = next((line[2:].replace("`", "") for c in nb.cells if c.cell_type == "markdown"
+                      for line in c.source.splitlines() if line.startswith("# ")), stem)  # the notebook's heading
+        body, _ = exporter.from_notebook_node(nb, resources={"site_header": header,
+                                                             "metadata": {"name": title}})  # the template escapes it
         (out / folder).mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(body)
     readme = (repo / "README.md").read_text()

@@ -183,6 +183,20 @@ def test_intended_errors_are_marked_as_intended_without_papermills_banner(course
     assert "The error below is intended" in page and "LabIncomplete" in page
 
 
+def test_a_page_is_titled_by_its_notebook_and_shows_no_builders_folders(course):
+    repo, executed, out = course
+    nb = nbformat.read(str(executed / "notebooks" / "03_pools.ipynb"), as_version=4)
+    cell = nbformat.v4.new_code_cell("%%writefile {lesson.build}/prog.cu\nint main() {}", execution_count=2)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                           text="Writing /home/someone/course/build/lessons/03/run-123-abc/prog.cu\n")]
+    nb.cells.append(cell)
+    nbformat.write(nb, str(executed / "notebooks" / "03_pools.ipynb"))
+    site.build(executed, out, repo)
+    page = (out / "notebooks" / "03_pools.html").read_text()
+    assert "<title>notebooks/03_pools.ipynb</title>" in page and "<title>Notebook</title>" not in page
+    assert "Writing prog.cu" in page and "/home/someone" not in page and "run-123-abc" not in page
+
+
 def test_the_index_shows_no_html_comment_and_widgets_say_they_need_a_running_notebook(course):
     repo, executed, out = course
     index = site.build(executed, out, repo).read_text()
