@@ -23,8 +23,10 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("Playwright is not installed: pip install playwright (its browser download is not needed: "
-                    "the test drives Debian's chromium)")
+        import sys
+        pytest.fail(f"Playwright is not installed in this environment: {sys.executable} -m pip install "
+                    "'playwright>=1.40,<2' (into the course's .venv, as .ci/run does; its browser download is not "
+                    "needed: the test drives Debian's chromium)")
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
