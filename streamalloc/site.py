@@ -27,6 +27,7 @@ REPO = runner.REPO
 EXECUTED = REPO / "build" / "executed"
 OUT = REPO / "build" / "site"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+CUDA_CELL = re.compile(r"%%writefile\s+(?:-a\s+)?\S+\.(?:cu|cuh|cpp|h)\s*\n")
 WRITTEN = re.compile(r"^(Writing|Overwriting|Appending to) \S*/([^/\s]+)$", re.M)  # %%writefile's line
 SHOWN = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}  # all else is dropped
 WIDGET_NOTE = ("*In a running notebook (Jupyter or Colab) the controls of this explorer appear here and redraw the "
@@ -134,6 +135,8 @@ def static(nb):
         if "papermill-error-cell-tag" in tags:
             continue  # the run passed (check_run), so every error left is one that a cell is meant to raise
         outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
+        if cell.cell_type == "code" and CUDA_CELL.match(cell.source):
+            cell.metadata["magics_language"] = "cuda"  # nbconvert highlights the cell as CUDA C++, not as Python
         widget = False
         for o in outputs:
             if o.get("output_type") == "stream" and cell.source.startswith("%%writefile"):

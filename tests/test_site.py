@@ -195,6 +195,7 @@ def test_a_page_is_titled_by_its_notebook_and_shows_no_builders_folders(course):
     page = (out / "notebooks" / "03_pools.html").read_text()
     assert "<title>notebooks/03_pools.ipynb</title>" in page and "<title>Notebook</title>" not in page
     assert "Writing prog.cu" in page and "/home/someone" not in page and "run-123-abc" not in page
+    assert '<span class="kt">int</span>' in page  # highlighted as CUDA C++ (as Python, int is a builtin: "nb")
 
 
 def test_the_index_shows_no_html_comment_and_widgets_say_they_need_a_running_notebook(course):
