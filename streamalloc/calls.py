@@ -36,7 +36,10 @@ PER_THREAD = "0x2"  # cudaStreamPerThread
 NON_BLOCKING = 1  # cudaStreamNonBlocking
 ENQUEUED = {"cudaMallocAsync", "cudaFreeAsync", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
             "cudaEventRecord", "cudaGraphLaunch", "cudaGraphUpload", "cudaLaunchHostFunc"}
-ALLOC_NODE, FREE_NODE, KERNEL_NODE = 10, 11, 0  # cudaGraphNodeTypeMemAlloc, MemFree, Kernel
+ALLOC_NODE, FREE_NODE, KERNEL_NODE = 10, 11, 0
+SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
+QUERIES = ("cudaEventQuery", "cudaStreamQuery")  # a host wait where they answered cudaSuccess (the work was done)
+DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice: the one cudaMemcpy that does not make the host wait  # cudaGraphNodeTypeMemAlloc, MemFree, Kernel
 
 
 @dataclasses.dataclass(eq=False)
@@ -108,6 +111,13 @@ def kernel_name(mangled: str) -> str:
         if not nested:
             break
     return "::".join(parts) or mangled
+
+
+def host_waits(lines) -> list[str]:
+    """The calls among `lines` that made the host wait for the GPU: a synchronize, a query that answered cudaSuccess
+    (a polling loop), a cudaMemcpy other than device to device."""
+    return [c["call"] for c in lines if c["call"] in SYNCS or (c["call"] in QUERIES and c["ret"] == 0)
+            or (c["call"] == "cudaMemcpy" and c.get("kind") != DEVICE_TO_DEVICE)]
 
 
 def merge(a: dict, b: dict) -> dict:

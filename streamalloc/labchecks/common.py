@@ -1,10 +1,11 @@
 """What the labs' checks share."""
 from __future__ import annotations
 
-from .. import gpu, measure
-from ..measure import MiB  # noqa: F401  (the labs' checks take it from here)
+import re
 
-SYNCS = ["cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"]  # host waits
+from .. import checks, cppsource, gpu, measure
+from ..calls import SYNCS  # noqa: F401  (host waits; the labs' checks take them from here)
+from ..measure import MiB  # noqa: F401  (the labs' checks take it from here)
 
 
 def size(n: int) -> str:
@@ -89,3 +90,20 @@ def leaked(report, used_before: int, used_after: int, per_buffer: int, where: st
         return True
     report.ok(f"no leak: after {where} the default pool has no more memory in use than before ({size(used_after)})")
     return False
+
+
+def never_named(report, src: str, needed: dict) -> bool:
+    """A call whose name appears nowhere in the file (comments aside) is not made: wrong, whatever the run. Token
+    pasting (##) can build a name the text does not hold: then nothing is said. True if one was missing."""
+    text = cppsource.strip_comments(src)
+    if "##" in text:
+        return False
+    missing = {}
+    for names, why in needed.items():
+        names = (names,) if isinstance(names, str) else names
+        if not any(re.search(rf"\b{n}\b", text) for n in names):
+            missing.setdefault(why, []).append(" or ".join(names))
+    for why, group in missing.items():
+        report.wrong(f"{checks.english(group)} {'is' if len(group) == 1 else 'are'} not called (the file never "
+                     f"names {'it' if len(group) == 1 else 'them'}): {why}")
+    return bool(missing)

@@ -6,7 +6,7 @@ solutions/lab1_stream_ordered.ipynb.
 """
 from __future__ import annotations
 
-from .. import checks, cppsource, measure, sanitizer
+from .. import calls, checks, cppsource, measure, sanitizer
 from .common import SYNCS, judge_speed, leaked, show, within_limit
 
 TITLE = "Lab 1: from synchronous to stream-ordered"
@@ -58,8 +58,6 @@ def lab1(lesson) -> None:
 
 
 # -- what the record of the program's calls shows (streamalloc.calls) ---------------------------------------------
-DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice: the one cudaMemcpy that does not make the host wait
-POLLS = ["cudaEventQuery", "cudaStreamQuery"]  # a host wait where they answered cudaSuccess (the work was done)
 
 
 def calls_of_yours(rec) -> list[list[dict]]:
@@ -95,8 +93,7 @@ def recorded(report, traced) -> bool:
         call_of = {id(c): k for k, span in enumerate(spans) for c in span}
         for k, (span, n) in enumerate(zip(spans, want)):
             sync_calls += [c["call"] for c in span if c["call"] in ("cudaMalloc", "cudaFree")]
-            waits += [c["call"] for c in span if c["call"] in SYNCS or (c["call"] in POLLS and c["ret"] == 0)
-                      or (c["call"] == "cudaMemcpy" and c.get("kind") != DEVICE_TO_DEVICE)]
+            waits += calls.host_waits(span)
             mine = [b for b in rec.all_buffers if b.stream_ordered and call_of.get(id(b.alloc)) == k]
             allocs, iterations = allocs + len(mine), iterations + n
             fills = [op for op in rec.launches("fill_transform", YOURS) if call_of.get(id(op.call)) == k]

@@ -6,7 +6,7 @@ solutions/lab3_fix_the_race.ipynb.
 """
 from __future__ import annotations
 
-from .. import checks, cppsource, sanitizer
+from .. import calls, checks, cppsource, sanitizer
 from .common import SYNCS, leaked, show
 
 TITLE = "Lab 3: fix the race"
@@ -68,9 +68,7 @@ def recorded_order(report, traced):
                 early.append(args)
             if not all(rec.done_before_free(r, b) for r in reads):
                 late.append(args)
-        waits += [c["call"] for name in SYNCS for c in rec.named(name, LOOP) if c["ret"] == 0]
-        waits += [c["call"] for name in ("cudaEventQuery", "cudaStreamQuery") for c in rec.named(name, LOOP)
-                  if c["ret"] == 0]
+        waits += calls.host_waits(c for c in rec.lines if c["in"] == LOOP)
     if not buffers:
         report.wrong("the record of the run has no cudaMallocAsync in the loop: the loop must still allocate buf "
                      "with cudaMallocAsync on the producer, every iteration")

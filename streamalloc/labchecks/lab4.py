@@ -15,10 +15,8 @@ solutions/lab4_capture_graph.ipynb.
 """
 from __future__ import annotations
 
-import re
-
 from .. import calls, checks, cppsource, measure, sanitizer
-from .common import MiB, SYNCS, show
+from .common import MiB, SYNCS, never_named, show
 from .streams import Order, cannot_tell
 
 TITLE = "Lab 4: capture it"
@@ -74,23 +72,6 @@ def lab4(lesson) -> None:
             launched_in_the_loop(report, code)
             trimmed_once_the_launches_completed(report, code)
     report.finish()
-
-
-def never_named(report, src: str, needed: dict) -> bool:
-    """A call whose name appears nowhere in the file (comments aside) is not made: wrong, whatever the run. Token
-    pasting (##) can build a name the text does not hold: then nothing is said. True if one was missing."""
-    text = cppsource.strip_comments(src)
-    if "##" in text:
-        return False
-    missing = {}
-    for names, why in needed.items():
-        names = (names,) if isinstance(names, str) else names
-        if not any(re.search(rf"\b{n}\b", text) for n in names):
-            missing.setdefault(why, []).append(" or ".join(names))
-    for why, group in missing.items():
-        report.wrong(f"{checks.english(group)} {'is' if len(group) == 1 else 'are'} not called (the file never "
-                     f"names {'it' if len(group) == 1 else 'them'}): {why}")
-    return bool(missing)
 
 
 def in_mib(nbytes):

@@ -17,8 +17,7 @@ solutions/lab6_upload_ahead.ipynb.
 from __future__ import annotations
 
 from .. import checks, cppsource, measure
-from .common import MiB, shared_gpu, show
-from .lab4 import never_named
+from .common import MiB, never_named, shared_gpu, show
 from .streams import Order, cannot_tell
 
 TITLE = "Lab 6: upload ahead"
