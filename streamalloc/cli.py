@@ -1,4 +1,4 @@
-"""The command line: `python -m streamalloc info | run | record | preflight`."""
+"""The command line: `python -m streamalloc info | run | record | preflight | trace`."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +6,9 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
-from . import gpu, replay, runner
+from . import gpu, replay, runner, traces
 from .errors import CourseError
 from .settings import check_settings
 
@@ -39,6 +40,13 @@ def main(argv=None) -> int:
     pre.add_argument("--kernel", default="python3")
     pre.add_argument("--no-progress", action="store_true")
     pre.add_argument("--report-only", action="store_true", help="write the report again from the last run")
+    tr = sub.add_parser("trace", help="convert an allocation trace (a PyTorch memory snapshot, a CuPy hook log, an "
+                        "RMM log CSV, or a course trace) into the course's format, check it and write it to OUT")
+    tr.add_argument("input", metavar="IN", help="the file to convert (never overwritten)")
+    tr.add_argument("-o", "--output", metavar="OUT", required=True, help="the course trace to write (its folder is made)")
+    tr.add_argument("--format", choices=traces.FORMATS, help="the input's format (default: told from its content)")
+    tr.add_argument("--device", type=int, metavar="N", help="a PyTorch snapshot's device (default: the one with the most events)")
+    tr.add_argument("--most-events", type=int, metavar="N", help="keep whole steps up to N events (default: all)")
     a = p.parse_args(argv)
     try:
         check_settings()
@@ -94,7 +102,27 @@ def _command(a) -> int:
             print(line)
             return 0 if ready else 1
         return preflight.preflight(a.paths, kernel=a.kernel, progress=not a.no_progress)
+    if a.command == "trace":
+        return _trace(a)
     return 2
+
+
+def _trace(a) -> int:
+    """Convert, check, write; one line about the trace, or one message naming what is wrong (status 2)."""
+    src, out = Path(a.input), Path(a.output)
+    try:
+        if out.resolve() == src.resolve() or (out.exists() and src.exists() and out.samefile(src)):
+            raise traces.TraceError(f"{out} is the input: the command never overwrites it; name another OUT")
+        if a.most_events is not None and a.most_events < 1:
+            raise traces.TraceError(f"--most-events {a.most_events}: keep at least one event")
+        trace = traces.convert(src, a.format, a.device, a.most_events)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(trace.text())
+    except (traces.TraceError, OSError) as e:
+        print(f"python -m streamalloc trace: {e}", file=sys.stderr)
+        return 2
+    print(f"{out}: {traces.summary(trace)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,364 @@
+"""The trace model (streamalloc/traces.py) and its C++ twin (include/course_trace.cuh), without a GPU: every bad trace
+is refused by both readers with the same one message, good traces read the same in both, the converters (a PyTorch
+snapshot, a CuPy hook log, an RMM log) make the traces they should, and `python -m streamalloc trace` answers with
+one line or one message, never a traceback. The C++ reader is built here as a host program (it makes no CUDA call)."""
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from streamalloc import cli, gpu  # noqa: E402
+from streamalloc import traces as T  # noqa: E402
+from streamalloc.lessons import real_workloads as W  # noqa: E402
+
+MiB = 1 << 20
+TOP = 2**48
+
+# -- the C++ reader, as a tiny host program ------------------------------------------------------------------------
+READER = r"""#include "course_trace.cuh"
+int main(int argc, char** argv) {
+    course::Trace t = course::read_trace(argv[1]);
+    std::printf("{\"events\": %zu, \"steps\": %d, \"peak\": %zu, \"largest\": %zu, \"blocks\": %d, \"streams\": %d}\n",
+                t.events.size(), t.steps, t.peak, t.largest, t.blocks, t.streams);
+    if (argc > 2) course::check_fits(t.peak, std::strtoull(argv[2], nullptr, 10));
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory):
+    """The C++ reader built with nvcc (as the replayer is), else g++; the test is skipped with neither."""
+    folder = tmp_path_factory.mktemp("reader")
+    src, exe = folder / "reader.cu", folder / "reader"
+    src.write_text(READER)
+    include = str(ROOT / "streamalloc" / "include")
+    if gpu.nvcc_path():
+        cmd = [gpu.nvcc_path(), "-std=c++17", "-x", "cu", "-I", include, str(src), "-o", str(exe)]
+    elif shutil.which("g++"):
+        cmd = ["g++", "-std=c++17", "-x", "c++", "-I", include, str(src), "-o", str(exe)]
+    else:
+        pytest.skip("neither nvcc nor g++ is installed")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return exe
+
+
+def cpp(reader, path, *args):
+    done = subprocess.run([str(reader), str(path), *map(str, args)], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout, done.stderr.strip()
+
+
+# -- bad traces: both readers, one message, the same --------------------------------------------------------------
+BAD = {
+    "empty": ("", "no allocation: a trace needs at least one line"),
+    "only comments": ("# name\n# source\n\n", "no allocation"),
+    "only steps and frees": ("s\ns\n", "no allocation"),
+    "no step": ("a 0 8 0\nf 0\n", "no step: a trace needs at least one line \"s\""),
+    "not an event": ("a 0 8 0\nx 1\ns\n", ":2: not an event: 'x 1' (an event is"),
+    "an allocation short of a word": ("a 0 8\ns\n", ":1: not an event: 'a 0 8'"),
+    "a step with a word": ("a 0 8 0\ns 1\n", ":2: not an event: 's 1'"),
+    "a free of two blocks": ("a 0 8 0\nf 0 0\ns\n", ":2: not an event"),
+    "negative size": ("a 0 -8 0\ns\n", ":1: the size '-8' is not a whole number of bytes from 1 to 2**48"),
+    "zero size": ("a 0 0 0\ns\n", ":1: the size '0' is not"),
+    "non-numeric size": ("a 0 8k 0\ns\n", ":1: the size '8k' is not"),
+    "a size with a point": ("a 0 8.0 0\ns\n", ":1: the size '8.0' is not"),
+    "a size in hex": ("a 0 0x10 0\ns\n", ":1: the size '0x10' is not"),
+    "a size with a sign": ("a 0 +8 0\ns\n", ":1: the size '+8' is not"),
+    "a size over 2**48": (f"a 0 {TOP + 1} 0\ns\n", f":1: the size '{TOP + 1}' is not"),
+    "a size of 400 digits": ("a 0 " + "9" * 400 + " 0\ns\n", ":1: the size '999"),
+    "a size in other digits": ("a 0 \u00b28 0\ns\n", ":1: the size '\u00b28' is not"),
+    "negative id": ("a -1 8 0\ns\n", ":1: the block id '-1' is not a whole number from 0 to 1048575"),
+    "an id above the limit": ("a 1048576 8 0\ns\n", ":1: the block id '1048576' is not"),
+    "a free of a non-numeric id": ("a 0 8 0\nf x\ns\n", ":2: the block id 'x' is not"),
+    "negative stream": ("a 0 8 -1\ns\n", ":1: the stream '-1' is not a whole number from 0 to 63"),
+    "too many streams": ("a 0 8 64\ns\n", ":1: the stream '64' is not a whole number from 0 to 63"),
+    "a free of a block never allocated": ("a 0 8 0\nf 3\ns\n",
+                                          ":2: frees block 3, which is not allocated: it was never allocated"),
+    "a double free": ("a 0 8 0\nf 0\nf 0\ns\n", ":3: frees block 0, which is not allocated: line 2 freed it already"),
+    "a double free after reuse": ("a 0 8 0\nf 0\na 0 8 0\nf 0\nf 0\ns\n", ":5: frees block 0, which is not allocated: "
+                                                                          "line 4 freed it already"),
+    "an allocation of a live block": ("a 0 8 0\n# between\na 0 8 0\ns\n",
+                                      ":3: allocates block 0, which is still allocated (since line 1)"),
+    "more than 2**48 at once": (f"a 0 {TOP} 0\na 1 1 1\ns\n",
+                                f":2: with this allocation the trace holds {TOP + 1} bytes at once, over 2**48"),
+}
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_a_bad_trace_is_refused_by_both_readers_with_the_same_message(name, reader, tmp_path):
+    text, expected = BAD[name]
+    path = tmp_path / "bad.trace"
+    path.write_text(text)
+    with pytest.raises(T.TraceError) as said:
+        T.load(path)
+    message = str(said.value)
+    assert message.startswith(f"{path}:") and expected in message, message
+    assert len(message.splitlines()) == 1
+    rc, out, err = cpp(reader, path)
+    assert (rc, out, err) == (2, "", message), "the C++ reader says it otherwise"
+
+
+def test_the_text_reader_names_lines_without_a_path():
+    with pytest.raises(T.TraceError, match=r"^line 2: not an event: 'x 1'"):
+        T.Trace.parse("a 0 8 0\nx 1\ns\n")
+    with pytest.raises(ValueError, match="^no step"):  # a TraceError is a ValueError, as the old reader's errors were
+        T.Trace.parse("a 0 8 0\n")
+
+
+def test_a_missing_file_is_one_message_in_both(reader, tmp_path):
+    path = tmp_path / "none.trace"
+    with pytest.raises(T.TraceError) as said:
+        T.load(path)
+    assert str(said.value) == f"cannot open the trace {path}: No such file or directory"
+    assert cpp(reader, path) == (2, "", str(said.value))
+
+
+def test_a_trace_too_large_for_the_gpu_is_refused_in_both(reader, tmp_path):
+    path = T.built_to_fragment().write(tmp_path)
+    peak = T.load(path).stats()["peak"]
+    with pytest.raises(T.TraceError) as said:
+        T.check_fits(peak, peak - 1)
+    assert str(said.value).startswith(f"the trace needs {peak / MiB:.1f} MiB at its peak; this GPU has ")
+    rc, _, err = cpp(reader, path, peak - 1)
+    assert (rc, err) == (2, str(said.value))
+    T.check_fits(peak, peak)
+    assert cpp(reader, path, peak)[0] == 0
+
+
+# -- good traces: both readers agree --------------------------------------------------------------------------------
+def hook_log(steps=3):
+    """A log as cupy_filter.py's hook prints it: one step a line, addresses reused, two streams (handles)."""
+    lines = []
+    for k in range(steps):
+        events = [["alloc", 0x7000, 4096 * (k + 1), 111], ["alloc", 0x9000, 512, 222], ["free", 0x7000, 4096 * (k + 1), 111],
+                  ["free", 0x9000, 512, 222]]
+        lines.append(json.dumps({"step": k, "samples": 100 + k, "kept": 0.5, "events": events}))
+    return "\n".join(lines) + "\n"
+
+
+EDGE = f"# edge\n# the limits\na 1048575 {TOP} 63\nf 1048575\n\ta 0 1 0  \r\ns\n"
+
+
+@pytest.mark.parametrize("make", [T.built_to_fragment, T.spiky_service, lambda: T.from_cupy_hook(hook_log()),
+                                  lambda: T.Trace.parse(EDGE), lambda: T.built_to_fragment().one_stream()])
+def test_good_traces_read_the_same_in_both(make, reader, tmp_path):
+    trace = make()
+    path = trace.write(tmp_path)
+    again = T.load(path)
+    assert again.events == trace.events and again.name == trace.name
+    s = again.stats()
+    allocs = [e for e in trace.events if e[0] == "a"]
+    rc, out, err = cpp(reader, path)
+    assert rc == 0, err
+    assert json.loads(out) == {"events": s["events"], "steps": s["steps"], "peak": s["peak"], "largest": s["largest"],
+                               "blocks": max(e[1] for e in allocs) + 1, "streams": max(e[3] for e in allocs) + 1}
+
+
+def test_the_lesson_module_keeps_the_names_it_had():
+    for name in ("Trace", "from_address_events", "ACTIONS", "from_rmm_csv", "cut", "slug", "built_to_fragment",
+                 "spiky_service", "MOST_EVENTS"):
+        assert getattr(W, name) is getattr(T, name), name
+
+
+def test_one_stream_keeps_the_events_and_puts_them_on_stream_0():
+    t = T.built_to_fragment()
+    one = t.one_stream()
+    assert t.stats()["streams"] == 2 and one.stats()["streams"] == 1
+    assert [e[:3] for e in one.events] == [e[:3] for e in t.events] and one.in_use() == t.in_use()
+    assert one.name == "built to fragment, one stream"
+
+
+def test_check_finds_a_bad_trace_made_in_python():
+    t = T.Trace("made", "by hand", [("a", 0, 8, 0), ("f", 1), ("s",)])
+    with pytest.raises(T.TraceError, match=r"^made:4: frees block 1"):  # two comment lines, then the events
+        t.check()
+
+
+# -- converters -----------------------------------------------------------------------------------------------------
+def entry(action, addr, size, stream=0):
+    return {"action": action, "addr": addr, "size": size, "stream": stream, "time_us": 0,
+            "frames": [{"filename": "train.py", "line": 1, "name": "step"}]}
+
+
+def snapshot():
+    """A snapshot shaped as PyTorch's (torch/cuda/memory.py, _snapshot): device 1 holds a training loop's history,
+    weights made first, three steps of activations, an optimizer state made in the first step and kept; device 0
+    holds less. Segment, request and snapshot entries are there too, and are not the trace's."""
+    d1 = [entry("segment_alloc", 0, 2 << 20), entry("alloc", 1000, 100), entry("alloc", 2000, 100)]
+    for k in range(3):
+        d1 += [entry("alloc", 3000, 50 + k, 7), entry("alloc", 4000, 30, 7)]
+        if k == 0:
+            d1.append(entry("alloc", 5000, 10, 7))
+        d1 += [entry("free_requested", 4000, 30, 7), entry("free_completed", 4000, 30, 7),
+               entry("free_completed", 3000, 50 + k, 7)]
+    d1 += [entry("free_completed", 123, 8), {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "frames": []}]
+    return {"segments": [{"address": 0, "total_size": 2 << 20, "blocks": []}],
+            "device_traces": [[entry("alloc", 1, 8), entry("free_completed", 1, 8)], d1]}
+
+
+def test_a_pytorch_snapshot_becomes_steps_at_its_low_points(tmp_path):
+    path = tmp_path / "model.pickle"
+    path.write_bytes(pickle.dumps(snapshot()))
+    t = T.from_torch_snapshot(path)
+    s = t.stats()
+    assert (s["steps"], s["allocations"], s["frees"], s["peak"]) == (3, 9, 6, 292)  # weights 200, state 10, the last step 52 + 30
+    assert "device 1, the one with the most events" in t.source and t.how.startswith("3 steps, each ending where")
+    ends = [i for i, e in enumerate(t.events) if e[0] == "s"]
+    use = t.in_use()
+    assert [use[i] for i in ends] == [210, 210, 210], "each step ends back at the weights and the optimizer's state"
+    first = T.from_torch_snapshot(snapshot(), device=0)  # the dict itself, and another device
+    assert first.stats()["allocations"] == 1 and "device 0" in first.source
+    cut = T.from_torch_snapshot(snapshot(), most=12)
+    assert cut.stats()["steps"] == 1 and "kept the first 1 of 3 steps" in cut.how
+
+
+def test_a_history_with_no_low_point_is_one_step():
+    snap = {"device_traces": [[entry("alloc", a, 8) for a in range(5)]]}
+    t = T.from_torch_snapshot(snap)
+    assert t.stats()["steps"] == 1 and t.how.startswith("one step: the memory in use has no low point")
+
+
+@pytest.mark.parametrize("snap, expected", [
+    ({"segments": []}, "not a PyTorch memory snapshot: no \"device_traces\""),
+    ([1, 2], "not a PyTorch memory snapshot"),
+    ({"device_traces": [[]]}, "no allocation recorded on device 0"),
+    ({"device_traces": [[{"action": "alloc", "size": 8}]]}, "device_traces[0][0] (alloc) has no \"addr\""),
+    ({"device_traces": [[entry("alloc", 1, -8)]]}, "device_traces[0][0]: the size -8 is not a whole number"),
+    ({"device_traces": [[entry("alloc", [1], 8)]]}, "the address [1] or the stream 0 is not a number or a name"),
+])
+def test_a_snapshot_that_is_not_one_is_named(snap, expected):
+    with pytest.raises(T.TraceError) as said:
+        T.from_torch_snapshot(snap)
+    assert expected in str(said.value)
+    with pytest.raises(T.TraceError, match="no allocation recorded on device 5"):
+        T.from_torch_snapshot(snapshot(), device=5)
+
+
+class Hostile:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_hostile_pickle_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "hostile.pickle"
+    path.write_bytes(pickle.dumps({"device_traces": [[Hostile(marker)]]}))
+    with pytest.raises(T.TraceError, match=r"the pickle names (posix|os)\.system: .*could run code"):
+        T.from_torch_snapshot(path)
+    assert not marker.exists()
+    path.write_bytes(b"\x80\x04not a pickle at all")
+    with pytest.raises(T.TraceError, match="not a pickle PyTorch wrote"):
+        T.from_torch_snapshot(path)
+
+
+def test_a_cupy_hook_log_becomes_one_step_a_line():
+    t = T.from_cupy_hook(hook_log(3))
+    assert t.events[:5] == [("a", 0, 4096, 0), ("a", 1, 512, 1), ("f", 0), ("f", 1), ("s",)]
+    assert t.stats()["steps"] == 3 and t.how == "3 steps, one a line of the hook's log"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", "no step: the hook's log has no line"),
+    ("not json\n", "line 1: not JSON"),
+    ('{"step": 0, "events": [["alloc", 1, 8, 0]]}\n{"step": 1}\n', "line 2: no \"events\" list"),
+    ('{"events": [["alloc", 1, 8]]}\n', "line 1, event 0: ['alloc', 1, 8] is not [action, address, bytes, stream]"),
+    ('{"events": [["alloc", 1, 0, 0]]}\n', "line 1, event 0: the size 0 is not a whole number of bytes"),
+    ('{"events": [["free", 1, 8, 0]]}\n', "no allocation"),
+])
+def test_a_bad_cupy_log_is_named_by_line(text, expected):
+    with pytest.raises(T.TraceError) as said:
+        T.from_cupy_hook(text)
+    assert expected in str(said.value)
+
+
+RMM = ("Thread,Time,Action,Pointer,Size,Stream\n"
+       "1,00:00:01,allocate,0x7f00,1024,0x1\n1,00:00:02,allocate,0x7f80,2048,0x2\n"
+       "1,00:00:03,deallocate,0x7f00,1024,0x1\n1,00:00:04,deallocate,0x7f80,2048,0x2\n"
+       "1,00:00:05,allocate failure,0x0,1024,0x1\n")
+
+
+def test_an_rmm_log_without_step_marks_is_one_step_and_says_so():
+    t = T.from_rmm_csv("r", "test", RMM)
+    assert t.events == [("a", 0, 1024, 0), ("a", 1, 2048, 1), ("f", 0), ("f", 1), ("s",)]
+    assert t.how == "one step: RMM's log has no step marks"
+    split = T.from_rmm_csv("r", "test", RMM, [2])  # rows after the last count are a step of their own, not dropped
+    assert split.stats()["steps"] == 2 and split.stats()["frees"] == 2 and split.how == ""
+    with pytest.raises(T.TraceError, match=r"^line 3: the Size '2k' is not a whole number of bytes"):
+        T.from_rmm_csv("r", "test", RMM.replace("2048,0x2\n1,00:00:03", "2k,0x2\n1,00:00:03"))
+    with pytest.raises(T.TraceError, match="not an RMM log: no rows"):
+        T.from_rmm_csv("r", "test", "")
+
+
+# -- the command ----------------------------------------------------------------------------------------------------
+def command(capsys, *args):
+    rc = cli.main(["trace", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out.strip(), err.strip()
+
+
+def test_the_command_converts_each_format_and_says_what_it_wrote(capsys, tmp_path):
+    snap, log, csv, course = tmp_path / "model.pickle", tmp_path / "hook.jsonl", tmp_path / "rmm.csv", tmp_path / "c.trace"
+    snap.write_bytes(pickle.dumps(snapshot()))
+    log.write_text(hook_log())
+    csv.write_text(RMM)
+    T.built_to_fragment().write(tmp_path).rename(course)
+    for src, steps, how in ((snap, 3, "; steps: 3 steps, each ending where"), (log, 3, "; steps: 3 steps, one a line"),
+                            (csv, 1, "; steps: one step: RMM's log has no step marks"), (course, 10, "")):
+        out = tmp_path / "out" / "deeper" / f"{src.stem}.trace"
+        rc, said, err = command(capsys, src, "-o", out)
+        t = T.load(out)
+        s = t.stats()
+        assert (rc, err) == (0, "") and s["steps"] == steps
+        assert said.startswith(f"{out}: {s['events']:,} events, {steps} steps, {s['streams']} streams, "
+                               f"peak {s['peak'] / MiB:,.1f} MiB{how}") and len(said.splitlines()) == 1
+    assert T.load(tmp_path / "out" / "deeper" / "c.trace").events == T.built_to_fragment().events
+
+
+def test_the_command_keeps_whole_steps_when_asked_and_picks_a_device(capsys, tmp_path):
+    snap = tmp_path / "model.pickle"
+    snap.write_bytes(pickle.dumps(snapshot()))
+    rc, said, _ = command(capsys, snap, "-o", tmp_path / "a.trace", "--most-events", 12)
+    assert rc == 0 and "1 steps" in said and "kept the first 1 of 3 steps (at most 12 events)" in said
+    rc, said, _ = command(capsys, snap, "-o", tmp_path / "b.trace", "--device", 0, "--format", "torch")
+    assert rc == 0 and T.load(tmp_path / "b.trace").stats()["allocations"] == 1
+
+
+def test_the_command_refuses_bad_input_with_status_2_and_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.trace"
+    bad.write_text("a 0 8 0\nf 0\nf 0\ns\n")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00\x01\x02")
+    good = T.spiky_service().write(tmp_path)
+    before = good.read_bytes()
+    cases = [((bad, "-o", tmp_path / "x.trace"), f"{bad}:3: frees block 0, which is not allocated"),
+             ((junk, "-o", tmp_path / "x.trace"), "cannot tell its format"),
+             ((bad, "-o", tmp_path / "x.trace", "--format", "torch"), "not a pickle PyTorch wrote"),
+             ((tmp_path / "missing", "-o", tmp_path / "x.trace"), "cannot open"),
+             ((good, "-o", good), "is the input: the command never overwrites it"),
+             ((good, "-o", tmp_path / "x.trace", "--most-events", 0), "--most-events 0"),
+             ((good, "-o", tmp_path / "x.trace", "--format", "cupy"), "line 1: not JSON")]
+    for args, expected in cases:
+        rc, out, err = command(capsys, *args)
+        assert (rc, out) == (2, "") and err.startswith("python -m streamalloc trace: ") and expected in err, err
+        assert len(err.splitlines()) == 1
+    assert good.read_bytes() == before and not (tmp_path / "x.trace").exists()
+
+
+def test_the_command_runs_as_a_module_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.trace"
+    bad.write_text("a 0 -1 0\ns\n")
+    done = subprocess.run([sys.executable, "-m", "streamalloc", "trace", str(bad), "-o", str(tmp_path / "o.trace")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"python -m streamalloc trace: {bad}:1: the size '-1' is not a whole number of bytes from 1 to 2**48"
