@@ -113,12 +113,17 @@ class Lesson:
         """Names the GPU, and says 'replayed' with the recording's date, driver and CUDA version."""
         return label(self.machine, self.live)
 
+    def shared_with(self) -> int | None:
+        """Live: how many other processes compute on this GPU now (None where it cannot tell); in replay None: the
+        recorded timings were not taken here."""
+        return gpu.other_compute_processes() if self.live else None
+
     def banner(self) -> str:
         lines = [f"Lesson {self.name}: {self.mode.name.upper()} mode, because {self.mode.reason}."]
         here = self.here.describe() if self.here.gpu or cuda.driver_present() else "no GPU found"
         lines.append(f"  this machine: {here}; nvcc {self.here.nvcc or 'not found'}; "
                      f"CuPy {self.here.cupy or 'not installed'}")
-        shared = gpu.other_compute_processes() if self.live else None
+        shared = self.shared_with()
         if shared:  # a workshop's GPU, or a job beside the notebook: the figures will show it
             lines.append(f"  this GPU is shared with {shared} other process{'es' if shared != 1 else ''} computing on "
                          "it: timings are noisier")

@@ -18,7 +18,8 @@ def judged(yours, limit=repeats(10.0, 0.2), original=repeats(100.0, 2.0), live=F
     loses (3.6 µs: 13.6 µs at these medians), and 1.5x faster than the original."""
     if monkeypatch is not None:
         monkeypatch.setattr(gpu, "other_compute_processes", lambda: shared)
-    report = checks.Report("t", types.SimpleNamespace(live=live))
+    report = checks.Report("t", types.SimpleNamespace(live=live, shared_with=lambda: lesson.Lesson.shared_with(
+        types.SimpleNamespace(live=live))))
     judge_speed(report, original, limit, yours, within_limit(original, limit, 0.25, 0.04), 1.5, "the figures",
                 "Something still waits.")
     return report.marks
@@ -75,6 +76,7 @@ def test_where_the_original_is_not_slow_enough_the_speed_is_not_verified():
 def test_the_banner_says_when_other_processes_compute_on_the_gpu(monkeypatch):
     here = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, driver="580.1")
     me = types.SimpleNamespace(name="01_sync_vs_async", mode=gpu.Mode(True, "it is here"), here=here, live=True)
+    me.shared_with = lambda: lesson.Lesson.shared_with(me)
     monkeypatch.setattr(gpu, "other_compute_processes", lambda: 2)
     assert lesson.Lesson.banner(me).splitlines()[-1] == ("  this GPU is shared with 2 other processes computing on it: "
                                                          "timings are noisier")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .. import checks, cppsource, gpu, measure
+from .. import checks, cppsource, measure
 from ..calls import SYNCS  # noqa: F401  (host waits; the labs' checks take them from here)
 from ..measure import MiB  # noqa: F401  (the labs' checks take it from here)
 
@@ -40,7 +40,9 @@ def within_limit(original, limit, of_limit: float, of_loss: float) -> float:
 def shared_gpu(report) -> str:
     """Live, on a GPU that other processes compute on: a sentence that says so ('' otherwise, or where it cannot
     tell)."""
-    n = gpu.other_compute_processes() if getattr(report.lesson, "live", False) else None
+    # the lesson's own runs only: a test's canned run (a lesson without shared_with) was not timed on this GPU
+    ask = getattr(report.lesson, "shared_with", None)
+    n = ask() if ask is not None and getattr(report.lesson, "live", False) else None
     return f"This GPU is shared with {n} other process{'es' if n != 1 else ''}: timings are noisier. " if n else ""
 
 
