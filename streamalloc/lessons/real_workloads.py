@@ -1,24 +1,21 @@
-"""Lesson 08's plumbing: allocation traces (read, written, made from what the trace programs print, or built
-deterministically), and the tables, timelines and sentences made from the replays.
+"""Lesson 08's plumbing: the traces' runs, and the tables, verdicts, timelines and sentences made from the replays.
+The trace model itself (the format, the reader both replayers share, the converters) is streamalloc/traces.py.
 
 The CUDA replayer, the Python programs that record and replay traces, the runs and the assertions stay in
 notebooks/08_real_workloads.ipynb (and solutions/lab7_choose_allocator.ipynb); this module holds the rest.
 
-A trace is a text file the replayers read, one event a line:
-
-    a <id> <bytes> <stream>    allocate block <id> of <bytes> on stream <stream> (0, 1, ...)
-    f <id>                     free block <id>, on the stream it was allocated on
-    s                          end of a step: the program synchronizes here
-    # ...                      a comment (the trace's name and where it came from)
+Every setting is timed in ROUNDS rounds, each from a fresh state, the settings of one replayer taking turns. A setting's
+figure is the median of its rounds, its spread the range of its rounds (smallest to largest), and a verdict names a
+setting only where it is ahead of each other by more than both spreads: otherwise it is a tie, and says so.
 """
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
 
 from .. import plots, replay, together
-from ..measure import MiB, med, mib, nbytes
-from ..traces import ACTIONS, MOST_EVENTS, Trace, built_to_fragment, cut, from_address_events, from_rmm_csv, slug, spiky_service
-
+from ..measure import med, mib
+from ..traces import (ACTIONS, MOST_EVENTS, Trace, built_to_fragment, cut, from_address_events,  # noqa: F401
+                      from_rmm_csv, slug, spiky_service)
 
 def made(lesson, runs: dict, make: bool = False, timeout: float = 120) -> dict:
     """The trace programs' results, {key: Result}, for `runs` = {key: (file, args, requires)}. Where they run (in
@@ -39,15 +36,32 @@ def size(n: int) -> str:
 
 
 # -- the replays' records --------------------------------------------------------------------------------------
+ROUNDS = 5  # the replayers time each setting in this many rounds (replay_trace.cu's and replay_alloc.py's ROUNDS)
+BUSY_US = 50  # µs of GPU work per block for the busy-GPU replay: tens of µs, as a small layer's kernels take
+
+
+def held_by_pass(r: dict) -> dict[str, list]:
+    """{pass name: what the allocator held after each of its steps}, from a replay's "held" and "passes"."""
+    n = r["steps"]
+    return {name: r["held"][k * n:(k + 1) * n] for k, name in enumerate(r["passes"])}
+
+
 def step_us(r: dict) -> float:
-    return med(r["step_us"])
+    """A setting's time per step: the median of its rounds' medians."""
+    return med(r["round_us"])
 
 
 # Each replayer's floor: the same loop on one buffer, with no allocator. A Python loop costs more than a C++ one,
 # so an allocator's own cost is its time per step above the floor of its own loop (RMM replays through CuPy arrays),
-# timed in the same process (replay_alloc.py's "process"): a Python loop's time differs between processes.
-# Each process has one floor per trace; replay_trace.cu's (which has no "process") is CUDA_FLOOR.
+# timed in the same process (replay_alloc.py's "process") and in the same round: a Python loop's time differs
+# between processes, and a machine drifts. replay_trace.cu's floor (which has no "process") is CUDA_FLOOR.
 CUDA_FLOOR = "one buffer (no allocator)"
+LIBRARIES = {None: "CUDA (C++)", "cupy": "CuPy", "torch": "PyTorch", "torch-async": "PyTorch", "rmm": "RMM"}
+
+
+def library(r: dict) -> str:
+    """The library whose real choices a setting is one of: its times are ranked only against theirs."""
+    return LIBRARIES.get(r.get("process"), str(r.get("process")))
 
 
 def is_floor(r: dict) -> bool:
@@ -55,22 +69,71 @@ def is_floor(r: dict) -> bool:
 
 
 def floor_of(r: dict, results) -> dict | None:
-    return next((f for f in results if f.get("trace") == r.get("trace") and is_floor(f)
-                 and f.get("process") == r.get("process") and not f.get("skipped")), None)
+    return next((f for f in results if f.get("trace") == r.get("trace") and is_floor(f) and f.get("work_us") ==
+                 r.get("work_us") and f.get("process") == r.get("process") and not f.get("skipped")), None)
+
+
+def own_rounds(r: dict, results) -> list[float]:
+    """Per round, the setting's median warm step above its floor's in the same round (the whole time where it has
+    no floor; 0 for a floor)."""
+    f = floor_of(r, results)
+    if is_floor(r):
+        return [0.0] * len(r["round_us"])
+    return [a - b for a, b in zip(r["round_us"], f["round_us"])] if f else list(r["round_us"])
 
 
 def own_us(r: dict, results) -> float:
-    """Time per step above the floor of the same replayer's loop in the same process (0 for a floor; the whole
-    time where there is no floor)."""
-    if is_floor(r):
-        return 0.0
-    f = floor_of(r, results)
-    return step_us(r) - (step_us(f) if f else 0.0)
+    """Time per step above the floor of the same replayer's loop, round by round: their median."""
+    return med(own_rounds(r, results))
 
 
-# A time below the floor of its own process is the spread of the loop's timing, larger there than what the
-# allocator costs.
-BELOW_FLOOR = "below its loop's floor: the timing's spread, no allocator cost; left out of the ranking"
+@dataclasses.dataclass
+class Figure:
+    """A setting's figure over its rounds: the median, and the range of the rounds (its spread)."""
+    name: str
+    values: list
+
+    @property
+    def median(self) -> float:
+        return med(self.values)
+
+    @property
+    def spread(self) -> float:
+        return max(self.values) - min(self.values)
+
+    def text(self, unit: str = "µs") -> str:
+        return f"{self.median:,.0f} {unit} (rounds {min(self.values):,.0f}–{max(self.values):,.0f})"
+
+
+def ahead(a: Figure, b: Figure) -> bool:
+    """a is below b by more than the spread of either: the noise of these rounds cannot have decided it."""
+    return b.median - a.median > max(a.spread, b.spread)
+
+
+def leaders(figures: list[Figure]) -> list[Figure]:
+    """The lowest figure and every one the noise cannot tell from it, lowest first: one is a winner, more a tie."""
+    ranked = sorted(figures, key=lambda f: f.median)
+    return [f for f in ranked if f is ranked[0] or not ahead(ranked[0], f)]
+
+
+def verdict(figures: list[Figure], what: str, unit: str = "µs") -> str:
+    """A sentence: the winner, ahead of the next by more than both spreads, or a tie within the noise."""
+    if not figures:
+        return f"no {what} was measured"
+    if len(figures) == 1:
+        return f"only {plots.md(figures[0].name)} was measured: {figures[0].text(unit)}"
+    top = leaders(figures)
+    if len(top) == 1:
+        runner_up = sorted(figures, key=lambda f: f.median)[1]
+        return (f"the cheapest {what} is {plots.md(top[0].name)}, {top[0].text(unit)}, ahead of "
+                f"{plots.md(runner_up.name)}, {runner_up.text(unit)}, by more than either's spread")
+    return (f"a tie for the cheapest {what}: " + ", ".join(f"{plots.md(f.name)} {f.text(unit)}" for f in top)
+            + ", within the noise of one another")
+
+
+# A setting below the floor of its own process, over the rounds: the floor's loop (views of one buffer) costs that
+# library more than this allocator's own calls; reported as measured, and ranked as measured.
+BELOW_FLOOR = "below its loop's floor: the floor's views cost more here than this allocator"
 
 
 def num(x: float):
@@ -86,21 +149,22 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
         if r.get("trace") != trace.name:
             continue
         if r.get("skipped"):
-            out.append({"allocator": r["allocator"], "µs per step": "skipped", "note": r["skipped"]})
+            out.append({"library": library(r), "allocator": r["allocator"], "µs per step": "skipped",
+                        "note": r["skipped"]})
             continue
-        out.append({"allocator": r["allocator"], "µs per step": num(step_us(r)),
-                    "µs above its loop's floor": num(own_us(r, results)),
+        own = Figure(r["allocator"], own_rounds(r, results))
+        out.append({"library": library(r), "allocator": r["allocator"], "µs per step": num(step_us(r)),
+                    "above its loop's floor": "–" if is_floor(r) else num(own.median),
+                    "spread of the rounds": "–" if is_floor(r) else num(own.spread),
+                    "cold pass ms": round(med(r["cold_us"]) / 1000, 1),
                     "peak reserved MiB": num(mib(r["peak_reserved"])),
                     # a floor has no allocator: what its library says is in use is its one buffer (PyTorch) or the
                     # trace's live bytes (CuPy, CUDA), not comparable with the allocators' rows
-                    "peak in use MiB": "–" if is_floor(r) else round(mib(r["peak_in_use"]), 1),
-                    "reserved / trace peak": round(r["peak_reserved"] / peak, 2) if peak else None,
-                    "held after a step, MiB": num(mib(max(r["held"], default=0))),
-                    "grew / shrank (cold)": f"{r['grows']} / {r['shrinks']}",
+                    "reserved / trace peak": "–" if is_floor(r) else round(r["peak_reserved"] / peak, 2),
                     "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
                     "note": "the floor of its process's loop" if is_floor(r) else
-                    "reports less reserved than in use: left out of the conclusion" if not reported(r) else
-                    BELOW_FLOOR if own_us(r, results) < 0 else ""})
+                    "reports less reserved than in use: left out of the conclusions" if not reported(r) else
+                    BELOW_FLOOR if own.median < 0 else ""})
     return out
 
 
@@ -118,51 +182,159 @@ def measured(results: list[dict], trace: Trace) -> list[dict]:
 def table(results, trace: Trace, label: str) -> plots.Table:
     s = trace.stats()
     return plots.Table(rows(results, trace), label,
-                       title=f"{trace.name}: {s['events']} events, {s['steps']} steps, peak asked {size(s['peak'])}")
+                       title=f"{trace.name}: {s['events']} events, {s['steps']} steps, {s['streams']} stream(s), "
+                             f"peak asked {size(s['peak'])}; times: medians of {ROUNDS} rounds")
 
 
-def conclusion(results, trace: Trace, gpu: str, slack: float = 1.25) -> str:
-    """Which allocator fits this trace, from the replays: the cheapest (time per step above its loop's floor), the
-    smallest footprint, and the cheapest of those whose peak reserved is within `slack` of the smallest."""
+def by_library(done: list[dict]) -> dict[str, list[dict]]:
+    out = {}
+    for r in done:
+        out.setdefault(library(r), []).append(r)
+    return out
+
+
+def figures(results, trace: Trace, lib: str) -> list[Figure]:
+    """One library's settings on this trace: each round's time per step above its loop's floor."""
+    return [Figure(r["allocator"], own_rounds(r, results)) for r in measured(results, trace) if library(r) == lib]
+
+
+def verdicts(results, trace: Trace) -> dict[str, list[Figure]]:
+    """{library: the leaders of its settings on this trace's time per step above the floor}: one is a winner."""
+    return {lib: leaders([Figure(r["allocator"], own_rounds(r, results)) for r in rs])
+            for lib, rs in by_library(measured(results, trace)).items()}
+
+
+def conclusion(results, trace: Trace, gpu: str) -> str:
+    """Per library, which of its own choices is cheapest on this trace (or a tie); across libraries, only what the
+    bindings do not change: the footprint and the traffic with the driver."""
     done = measured(results, trace)
     if not done:
-        return f"**{plots.md(trace.name)}**: no allocator replayed it here."
-    cost = {r["allocator"]: own_us(r, results) for r in done}
-    name = lambda r: plots.md(r["allocator"])  # noqa: E731  a recorded name goes in as text, never as markup
-    us = lambda r: f"{cost[r['allocator']]:.0f} µs a step above its loop's floor, {step_us(r):.0f} in all"  # noqa: E731
-    below = [r for r in done if cost[r["allocator"]] < 0]
-    timed = [r for r in done if cost[r["allocator"]] >= 0] or done
-    fastest = min(timed, key=lambda r: cost[r["allocator"]])
-    smallest = min(done, key=lambda r: r["peak_reserved"])
-    fits = min((r for r in timed if r["peak_reserved"] <= slack * smallest["peak_reserved"]),
-               key=lambda r: cost[r["allocator"]], default=fastest)
+        return f"**{plots.md(trace.name)}** on {plots.md(gpu)}: no allocator replayed it here."
     peak = trace.stats()["peak"]
+    lines = [f"**{plots.md(trace.name)}** on {plots.md(gpu)}, time per step above each loop's own floor:"]
+    for lib, rs in by_library(done).items():
+        lines.append(f"- {lib}: " + verdict([Figure(r["allocator"], own_rounds(r, results)) for r in rs],
+                                            "of its settings"))
+    ratio = {r["allocator"]: r["peak_reserved"] / peak for r in done}
+    small = min(ratio.values())
+    near = [a for a, x in sorted(ratio.items(), key=lambda kv: kv[1]) if x <= 1.05 * small]
     worst = max(done, key=lambda r: r["peak_reserved"])
-    text = (f"**{plots.md(trace.name)}** on {plots.md(gpu)}: the cheapest is {name(fastest)} ({us(fastest)}; peak reserved "
-            f"{size(fastest['peak_reserved'])}); the smallest footprint is {name(smallest)} "
-            f"({size(smallest['peak_reserved'])}, {smallest['peak_reserved'] / peak:.2f}× the {size(peak)} the "
-            f"trace asks for at its peak; {us(smallest)}). ")
-    if below and timed is not done:
-        text += ("Left out of the ranking, below its loop's floor: "
-                 + ", ".join(f"{name(r)} ({cost[r['allocator']]:.0f} µs)" for r in below)
-                 + "; there the spread of the loop's timing is larger than what the allocator costs. ")
-    if fits is fastest:
-        text += f"The cheapest is also within {slack:g}× of the smallest footprint: it fits this trace. "
-    else:
-        text += (f"Of the allocators within {slack:g}× of the smallest footprint, {name(fits)} is cheapest "
-                 f"({us(fits)}); the cheapest overall holds "
-                 f"{fastest['peak_reserved'] / fits['peak_reserved']:.2f}× as much at the peak. ")
+    text = ("\n".join(lines) + f"\n\nAcross libraries, footprint: the smallest peak reserved is "
+            f"{small:.2f}× the {size(peak)} the trace asks for at its peak ("
+            + ", ".join(plots.md(a) for a in near) + (", within 5% of one another" if len(near) > 1 else "")
+            + f"); the largest is {plots.md(worst['allocator'])}'s, {ratio[worst['allocator']]:.2f}×")
     up_front = worst["grows"] <= 2 and worst["peak_reserved"] > 2 * peak  # a starting size, not the trace's doing
-    text += (f"The largest footprint is {name(worst)}'s, {worst['peak_reserved'] / peak:.2f}× the trace's peak"
-             + (f" (what it held grew {worst['grows']} times over the cold pass: most of it was the size the allocator "
-                "starts with, not what the trace asked)" if up_front else "")
-             + (f", and it took memory from the driver {worst['grows_warm']} times in a warm replay" if
-                worst["grows_warm"] else "") + ".")
+    text += (" (most of it the size the allocator starts with, not what the trace asked)" if up_front else "") + ". "
     churn = [r for r in done if r["grows_warm"] > 0 and r["shrinks_warm"] > 0]
-    if churn:
-        text += (" Still taking memory from the driver and giving it back once warm (times taken/given): "
-                 + ", ".join(f"{name(r)} ({r['grows_warm']}/{r['shrinks_warm']})" for r in churn) + ".")
+    text += ("Traffic with the driver once warm (times taken/given back in one pass): "
+             + ", ".join(f"{plots.md(r['allocator'])} ({r['grows_warm']}/{r['shrinks_warm']})" for r in churn)
+             + "; every other allocator kept what it had." if churn else
+             "Once warm, no allocator took memory from the driver and gave it back within a pass.")
     return text
+
+
+def cold(results, trace: Trace) -> list[Figure]:
+    """CUDA's settings, each round's set-up and cold pass in ms: when does reserving up front pay off?"""
+    return [Figure(r["allocator"], [us / 1000 for us in r["cold_us"]])
+            for r in measured(results, trace) if library(r) == "CUDA (C++)"]
+
+
+def reserved_short(results, trace: Trace) -> list[str]:
+    """Where the explicit pool, reserved to the trace's peak up front, still had to grow in its cold pass."""
+    return [f"{plots.md(r['trace'])}: it grew {r['grows']} time(s) in the cold pass, to {size(r['peak_reserved'])}"
+            for r in measured(results, trace) if r["kind"] == "explicit" and r["grows"] > 0]
+
+
+def busy_rows(idle: list[dict], busy: list[dict]) -> list[dict]:
+    """CUDA's settings on one trace with the GPU idle and busy: the time above the floor (which does the same GPU work
+    with no allocator), and how much of it the GPU's work hid."""
+    out = []
+    for r0 in idle:
+        r1 = next((r for r in busy if r["allocator"] == r0["allocator"]), None)
+        if is_floor(r0) or r1 is None:
+            continue
+        a, b = Figure(r0["allocator"], own_rounds(r0, idle)), Figure(r1["allocator"], own_rounds(r1, busy))
+        out.append({"allocator": r0["allocator"],
+                    f"above the floor, {r0['work_us']:g} µs of work a block": f"{num(a.median)} ± {num(a.spread / 2)}",
+                    f"above the floor, {r1['work_us']:g} µs of work a block": f"{num(b.median)} ± {num(b.spread / 2)}",
+                    "µs per step with the work": num(step_us(r1)), "floor with the work": num(step_us(floor_of(r1, busy)))})
+    return out
+
+
+def busy_sentence(idle: list[dict], busy: list[dict]) -> str:
+    """What the GPU's work hid, setting by setting, and the verdict with the GPU busy."""
+    parts = []
+    for r0 in idle:
+        r1 = next((r for r in busy if r["allocator"] == r0["allocator"]), None)
+        if r1 is not None and not is_floor(r0):
+            parts.append(f"{plots.md(r0['allocator'])} {own_us(r0, idle):,.0f} → {own_us(r1, busy):,.0f} µs")
+    figs = [Figure(r["allocator"], own_rounds(r, busy)) for r in busy if not is_floor(r)]
+    work = busy[0]["work_us"] if busy else BUSY_US
+    return (f"Above the floor, idle → with {work:g} µs of work a block: " + "; ".join(parts)
+            + f". With the GPU busy, {verdict(figs, 'setting')}.")
+
+
+def streams_sentence(results, two: Trace, one: Trace) -> str:
+    """Which allocators the second stream costs memory, and how much is left on one stream."""
+    rows_ = streams_rows(results, two, one)
+    if not rows_:
+        return "No allocator replayed both traces here."
+    grew = [r for r in rows_ if r["2 streams: reserved / peak"] > 1.1 * r["1 stream: reserved / peak"]]
+    text = ("The second stream costs memory where an allocator caches per stream: "
+            + ", ".join(f"{plots.md(r['allocator'])} ({r['1 stream: reserved / peak']:.2f}× on one stream, "
+                        f"{r['2 streams: reserved / peak']:.2f}× on two)" for r in grew) + ". ") if grew else \
+        "No allocator reserved more than 10% more with two streams than with one. "
+    worst = max(rows_, key=lambda r: r["1 stream: reserved / peak"])
+    return text + (f"On one stream, what is left is the fragmentation: at most {worst['1 stream: reserved / peak']:.2f}× "
+                   f"the trace's peak ({plots.md(worst['allocator'])}).")
+
+
+def your_trace(lesson, path, timeout: float = 120) -> list:
+    """A learner's trace through both replayers, live: what to display (tables, sentences). With no path, one made
+    as a learner would make it: torch_step.py's snapshot of two training steps (PyTorch's _dump_snapshot)."""
+    import importlib.util
+    from pathlib import Path
+
+    from IPython.display import Markdown
+
+    from .. import traces
+
+    if not lesson.live:
+        return [Markdown("A trace of your own needs a GPU: in replay this notebook shows what the reference GPU "
+                         "recorded, and no recording holds your trace. Run the notebook live on a GPU and this cell "
+                         "replays it there.")]
+    if path is None:
+        if importlib.util.find_spec("torch") is None:
+            return [Markdown("Making a snapshot here needs PyTorch, which this Python lacks: set `MY_TRACE` to a file "
+                             "of your own.")]
+        path = Path(lesson.build) / "my_snapshot.pickle"
+        lesson.run("torch_step.py", ["2", str(path)], timeout=timeout, requires=("torch",))
+        mine = traces.convert(path, "torch")  # the course's own snapshot: anything wrong fails the cell
+    else:
+        try:
+            mine = traces.convert(path)
+        except traces.TraceError as e:
+            return [Markdown(f"Your trace cannot be replayed: {plots.md(str(e))}")]
+    file = mine.write(lesson.build)
+    lib = "torch" if traces.guess_format(Path(path).read_bytes()[:4096]) == "torch" else "cupy"
+    cpp = lesson.run("replay_trace.cu", [str(file), "all"], timeout=timeout)
+    py = lesson.run("replay_alloc.py", [lib, str(file)], timeout=timeout, requires=(lib,))
+    results = [{**r, "trace": mine.name} for r in cpp.records[1:]] + [r for r in py.records if "allocator" in r]
+    return [Markdown(f"`python -m streamalloc trace {plots.md(Path(path).name)} -o {file.name}`: "
+                     f"{plots.md(traces.summary(mine))}"), table(results, mine, cpp.label),
+            Markdown(conclusion(results, mine, plots.short(cpp.label)))]
+
+
+def streams_rows(results, two: Trace, one: Trace) -> list[dict]:
+    """Peak reserved against the trace's peak, with its blocks on two streams and on one."""
+    out = []
+    for r2 in measured(results, two):
+        r1 = next((r for r in measured(results, one) if r["allocator"] == r2["allocator"]), None)
+        if r1 is not None:
+            out.append({"library": library(r2), "allocator": r2["allocator"],
+                        "2 streams: reserved / peak": round(r2["peak_reserved"] / two.stats()["peak"], 2),
+                        "1 stream: reserved / peak": round(r1["peak_reserved"] / one.stats()["peak"], 2)})
+    return out
 
 
 # -- the timeline and the explorer -----------------------------------------------------------------------------
@@ -198,7 +370,7 @@ def explorer(results, traces: dict, label: str):
     """A widget over the recorded replays: pick a trace and an allocator, see its timeline."""
     from .. import widgets
 
-    data = grid(results)
+    data = grid([r for r in results if not r.get("skipped") and not is_floor(r) and reported(r)])
     names = list(traces)
     every = [{k.split("|", 1)[1] for k in data if k.split("|", 1)[0] == t} for t in names]
     allocators = [a for a in dict.fromkeys(k.split("|", 1)[1] for k in data) if all(a in e for e in every)]
