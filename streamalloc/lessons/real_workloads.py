@@ -5,12 +5,15 @@ The CUDA replayer, the Python programs that record and replay traces, the runs a
 notebooks/08_real_workloads.ipynb (and solutions/lab7_choose_allocator.ipynb); this module holds the rest.
 
 Every setting is timed in ROUNDS rounds, each from a fresh state, the settings of one replayer taking turns. A setting's
-figure is the median of its rounds, its spread the range of its rounds (smallest to largest), and a verdict names a
-setting only where it is ahead of each other by more than both spreads: otherwise it is a tie, and says so.
+figure is the median of its rounds, its spread the range of its middle rounds (its interquartile range: of five, the
+second to the fourth), and a verdict names a setting only where it is ahead of each other by more than both spreads:
+otherwise it is a tie, and says so.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 from .. import plots, replay, together
 from ..measure import med, mib
@@ -98,11 +101,19 @@ class Figure:
         return med(self.values)
 
     @property
+    def middle(self) -> list:
+        """The rounds without the lowest and highest quarter (of five: the second to the fourth): one round that a
+        hiccup of the machine slowed is left out of the spread, as an interquartile range leaves it out."""
+        k = len(self.values) // 4
+        return sorted(self.values)[k:len(self.values) - k]
+
+    @property
     def spread(self) -> float:
-        return max(self.values) - min(self.values)
+        return max(self.middle) - min(self.middle)
 
     def text(self, unit: str = "µs") -> str:
-        return f"{self.median:,.0f} {unit} (rounds {min(self.values):,.0f}–{max(self.values):,.0f})"
+        f = (lambda x: f"{x:,.1f}") if max(abs(v) for v in self.values) < 100 else (lambda x: f"{x:,.0f}")  # noqa: E731
+        return f"{f(self.median)} {unit} (middle rounds {f(min(self.middle))}–{f(max(self.middle))})"
 
 
 def ahead(a: Figure, b: Figure) -> bool:
@@ -223,8 +234,8 @@ def conclusion(results, trace: Trace, gpu: str) -> str:
             f"{small:.2f}× the {size(peak)} the trace asks for at its peak ("
             + ", ".join(plots.md(a) for a in near) + (", within 5% of one another" if len(near) > 1 else "")
             + f"); the largest is {plots.md(worst['allocator'])}'s, {ratio[worst['allocator']]:.2f}×")
-    up_front = worst["grows"] <= 2 and worst["peak_reserved"] > 2 * peak  # a starting size, not the trace's doing
-    text += (" (most of it the size the allocator starts with, not what the trace asked)" if up_front else "") + ". "
+    text += (" (most of it the size the allocator starts with, not what the trace asked)" if starting_size(worst, trace)
+             else "") + ". "
     churn = [r for r in done if r["grows_warm"] > 0 and r["shrinks_warm"] > 0]
     text += ("Traffic with the driver once warm (times taken/given back in one pass): "
              + ", ".join(f"{plots.md(r['allocator'])} ({r['grows_warm']}/{r['shrinks_warm']})" for r in churn)
@@ -242,7 +253,7 @@ def cold(results, trace: Trace) -> list[Figure]:
 def reserved_short(results, trace: Trace) -> list[str]:
     """Where the explicit pool, reserved to the trace's peak up front, still had to grow in its cold pass."""
     return [f"{plots.md(r['trace'])}: it grew {r['grows']} time(s) in the cold pass, to {size(r['peak_reserved'])}"
-            for r in measured(results, trace) if r["kind"] == "explicit" and r["grows"] > 0]
+            for r in measured(results, trace) if r.get("kind") == "explicit" and r["grows"] > 0]
 
 
 def busy_rows(idle: list[dict], busy: list[dict]) -> list[dict]:
@@ -284,17 +295,32 @@ def streams_sentence(results, two: Trace, one: Trace) -> str:
             + ", ".join(f"{plots.md(r['allocator'])} ({r['1 stream: reserved / peak']:.2f}× on one stream, "
                         f"{r['2 streams: reserved / peak']:.2f}× on two)" for r in grew) + ". ") if grew else \
         "No allocator reserved more than 10% more with two streams than with one. "
-    worst = max(rows_, key=lambda r: r["1 stream: reserved / peak"])
+    starts = {r["allocator"] for r in measured(results, one) if starting_size(r, one)}
+    left = [r for r in rows_ if r["allocator"] not in starts] or rows_
+    worst = max(left, key=lambda r: r["1 stream: reserved / peak"])
     return text + (f"On one stream, what is left is the fragmentation: at most {worst['1 stream: reserved / peak']:.2f}× "
-                   f"the trace's peak ({plots.md(worst['allocator'])}).")
+                   f"the trace's peak ({plots.md(worst['allocator'])})"
+                   + (f", leaving out the size {', '.join(plots.md(a) for a in sorted(starts))} starts with" if starts
+                      else "") + ".")
+
+
+def starting_size(r: dict, trace: Trace) -> bool:
+    """Most of what it reserved is the size the allocator starts with, not what the trace asked: it grew at most twice
+    in its cold pass, to more than twice the trace's peak."""
+    return r["grows"] <= 2 and r["peak_reserved"] > 2 * trace.stats()["peak"]
+
+
+def hook_log(result, folder) -> Path:
+    """cupy_filter.py's hook log (section 1's run), as a file: what a learner's own CuPy hook would write."""
+    path = Path(folder) / "cupy_hook_log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in result.records))
+    return path
 
 
 def your_trace(lesson, path, timeout: float = 120) -> list:
-    """A learner's trace through both replayers, live: what to display (tables, sentences). With no path, one made
-    as a learner would make it: torch_step.py's snapshot of two training steps (PyTorch's _dump_snapshot)."""
-    import importlib.util
-    from pathlib import Path
-
+    """A learner's trace file (a PyTorch snapshot, a CuPy hook log, an RMM log or a course trace) converted as
+    `python -m streamalloc trace` converts it, then replayed live through replay_trace.cu and replay_alloc.py (PyTorch's
+    allocator for a snapshot, CuPy's for the rest): what to display. In replay nothing can run a new trace."""
     from IPython.display import Markdown
 
     from .. import traces
@@ -303,18 +329,10 @@ def your_trace(lesson, path, timeout: float = 120) -> list:
         return [Markdown("A trace of your own needs a GPU: in replay this notebook shows what the reference GPU "
                          "recorded, and no recording holds your trace. Run the notebook live on a GPU and this cell "
                          "replays it there.")]
-    if path is None:
-        if importlib.util.find_spec("torch") is None:
-            return [Markdown("Making a snapshot here needs PyTorch, which this Python lacks: set `MY_TRACE` to a file "
-                             "of your own.")]
-        path = Path(lesson.build) / "my_snapshot.pickle"
-        lesson.run("torch_step.py", ["2", str(path)], timeout=timeout, requires=("torch",))
-        mine = traces.convert(path, "torch")  # the course's own snapshot: anything wrong fails the cell
-    else:
-        try:
-            mine = traces.convert(path)
-        except traces.TraceError as e:
-            return [Markdown(f"Your trace cannot be replayed: {plots.md(str(e))}")]
+    try:
+        mine = traces.convert(path)
+    except traces.TraceError as e:
+        return [Markdown(f"Your trace cannot be replayed: {plots.md(str(e))}")]
     file = mine.write(lesson.build)
     lib = "torch" if traces.guess_format(Path(path).read_bytes()[:4096]) == "torch" else "cupy"
     cpp = lesson.run("replay_trace.cu", [str(file), "all"], timeout=timeout)
