@@ -25,6 +25,7 @@ from pathlib import Path
 from .errors import CourseError
 from .measure import MiB, mib, nbytes
 
+STEP_RISE = 0.25  # a snapshot's step rises by at least this share of the memory's whole range (low_points)
 MOST_EVENTS = 4000  # a trace keeps whole steps up to this many events: enough to show the pattern, quick to replay
 # The limits, the same in course_trace.cuh. The replayers keep one slot per block id and one CUDA stream per stream
 # number, so ids and streams are bounded rather than trusted: 2**20 ids is a million blocks alive at once (more than
@@ -272,7 +273,8 @@ def read_snapshot(path) -> dict:
 
 def low_points(events: list) -> tuple[list, int]:
     """The events with a step end ("s") after each low point of the memory in use: a free after which the memory
-    in use never again falls lower, and after the memory had risen above it since the last step's end. A training
+    in use never again falls lower, and after the memory had risen since the last step's end by at least STEP_RISE of
+    the range the memory in use spans over the whole history. A training
     loop's step ends so: what a step allocates (activations, gradients) is freed by its end, and what stays (weights,
     an optimizer's state) stays for good. (Where a first step makes an optimizer's state, it may split in two.)
     The last event ends a step too. Returns (events, number of steps)."""
@@ -288,14 +290,17 @@ def low_points(events: list) -> tuple[list, int]:
     for i in range(len(use) - 1, -1, -1):
         low = min(low, use[i])
         lowest[i] = low
-    out, high, steps = [], 0, 0
+    # a step rises by a good part of the trace's range before it falls back: a smaller dip (a model's set-up, one
+    # layer's temporaries) is not a step's end, but part of the step around it
+    rise = STEP_RISE * (max(use, default=0) - min(use, default=0))
+    out, high, start, steps = [], 0, 0, 0
     for i, e in enumerate(events):
         out.append(e)
         high = max(high, use[i])
-        if e[0] == "f" and use[i] == lowest[i] and high > use[i] and i < len(events) - 1:
+        if e[0] == "f" and use[i] == lowest[i] and high > use[i] and high - start >= rise and i < len(events) - 1:
             out.append(("s",))
             steps += 1
-            high = use[i]
+            high = start = use[i]
     return out + [("s",)], steps + 1
 
 
@@ -332,7 +337,8 @@ def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", mos
         history.append(_address_event([e["action"], e["addr"], e["size"], e.get("stream", 0)],
                                       f"{where}: device_traces[{device}][{k}]"))
     events, steps = low_points(_blocks([history])[:-1])
-    how = (f"{steps} steps, each ending where the memory in use falls to a low it never goes below again"
+    how = (f"{steps} steps, each ending where the memory in use falls to a low it never goes below again, after "
+           f"rising by at least {STEP_RISE:.0%} of its range"
            if steps > 1 else "one step: the memory in use has no low point to end a step at")
     source = f"PyTorch memory snapshot {Path(where).name if where != 'the snapshot' else where}, {chosen}"
     return _cut_trace(name or (Path(where).stem if where != "the snapshot" else "PyTorch snapshot"), source,

@@ -220,6 +220,15 @@ def test_a_pytorch_snapshot_becomes_steps_at_its_low_points(tmp_path):
     assert cut.stats()["steps"] == 1 and "kept the first 1 of 3 steps" in cut.how
 
 
+def test_a_small_dip_is_not_a_step_end():
+    """Measured on the H100: a real snapshot of two training steps (torch_step.py 2) had lows at every weight's
+    creation; only a fall after a rise of a quarter of the history's range ends a step."""
+    events = [("a", 0, 10, 0), ("a", 1, 2, 0), ("f", 1), ("a", 2, 2, 0), ("f", 2),  # set-up: small dips
+              ("a", 3, 100, 0), ("f", 3), ("a", 4, 100, 0), ("f", 4)]  # two steps of 100
+    out, steps = T.low_points(events)
+    assert steps == 2 and [i for i, e in enumerate(out) if e[0] == "s"] == [7, 10]
+
+
 def test_a_history_with_no_low_point_is_one_step():
     snap = {"device_traces": [[entry("alloc", a, 8) for a in range(5)]]}
     t = T.from_torch_snapshot(snap)
