@@ -278,14 +278,7 @@ def low_points(events: list) -> tuple[list, int]:
     loop's step ends so: what a step allocates (activations, gradients) is freed by its end, and what stays (weights,
     an optimizer's state) stays for good. (Where a first step makes an optimizer's state, it may split in two.)
     The last event ends a step too. Returns (events, number of steps)."""
-    use, live, size = [], 0, {}
-    for e in events:
-        if e[0] == "a":
-            size[e[1]] = e[2]
-            live += e[2]
-        elif e[0] == "f":
-            live -= size[e[1]]
-        use.append(live)
+    use = Trace("", "", events).in_use()
     lowest, low = [0] * len(use), float("inf")
     for i in range(len(use) - 1, -1, -1):
         low = min(low, use[i])
