@@ -12,7 +12,7 @@ COLAB_PYTHON ?= python3
 # worker per core in replay and a single worker live (a GPU's timings are never shared with another test)
 XDIST = $$($(PYTHON) -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
 
-.PHONY: help setup course test record info labs dist colab-test compile-matrix preflight site browser clean
+.PHONY: help setup course test record info labs dist colab-test compile-matrix preflight site browser hub-test clean
 help:                       ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /  make \1\t/' | expand -t 22
 setup: $(SETUP)             ## only set up .venv: the course's packages, its Jupyter kernel, nvcc if none is found
@@ -42,6 +42,8 @@ site: $(SETUP)              ## the read-ahead copy: every notebook run in replay
 	$(PYTHON) -m streamalloc.site
 browser: $(SETUP) $(COLAB_VENV)/.installed  ## JupyterLab, and classic Notebook with Colab's widgets, in headless Chromium (see .ci/run)
 	STREAMALLOC_BROWSER=1 STREAMALLOC_MODE=replay $(PYTHON) -m pytest tests/browser
+hub-test: $(SETUP) build/hub-tools/.installed  ## a real JupyterHub with workshop/'s config on 127.0.0.1: 3 learners run 00 and lab 1 (replay)
+	STREAMALLOC_MODE=replay $(PYTHON) tools/hub_test.py
 
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
@@ -59,6 +61,13 @@ $(COLAB_VENV)/.installed: constraints/colab.txt
 	$(COLAB_VENV)/bin/python -m pip check
 	$(COLAB_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (Colab's packages)"
 	bash tools/ensure_nvcc.sh $(COLAB_VENV)
+	touch $@
+
+# the hub's packages go into the course's environment (each learner's server runs with its Python, as in the image);
+# configurable-http-proxy from npm, into build/hub-tools
+build/hub-tools/.installed: workshop/requirements-hub.txt
+	$(PYTHON) -m pip install -q -r workshop/requirements-hub.txt
+	npm install --silent --no-audit --no-fund --prefix build/hub-tools configurable-http-proxy@4
 	touch $@
 
 clean:                      ## remove build/ (builds, executed notebooks, the archive, build/venv-colab)

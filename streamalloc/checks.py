@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from pathlib import Path
 
 from . import calls, cppsource, sanitizer
+from .course import REPO, written_files
 from .cuda import NVCC_HELP
-from .lesson import written_files
 from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError, SanitizerNotFound,
                      StaleRecording)
 
-REPO = Path(__file__).resolve().parent.parent
 OK, WRONG, NOTE, UNVERIFIED, CANNOT_TELL = "ok", "WRONG", "note", "not verified", "cannot tell"
 READING = "reading"  # what the reading of the source says: it explains, and decides nothing
 RUN_DECIDES = "cannot tell from the source: the run decides"

@@ -40,6 +40,11 @@ def main(argv=None) -> int:
     pre.add_argument("--kernel", default="python3")
     pre.add_argument("--no-progress", action="store_true")
     pre.add_argument("--report-only", action="store_true", help="write the report again from the last run")
+    pre.add_argument("--learners", metavar="K[,K...]", help="how many learners this GPU holds: K copies of the course "
+                     "run the labs' solutions and unsolved labs at once (one learner alone first; 1,4,8: each size "
+                     "in turn); the report shows the time per learner, whether every verdict held, and the largest "
+                     "K that held")
+    pre.add_argument("--notebooks", action="store_true", help="with --learners: each learner runs the lessons too")
     tr = sub.add_parser("trace", help="convert an allocation trace (a PyTorch memory snapshot, a CuPy hook log, an "
                         "RMM log CSV, or a course trace) into the course's format, check it and write it to OUT")
     tr.add_argument("input", metavar="IN", help="the file to convert (never overwritten)")
@@ -93,6 +98,8 @@ def _command(a) -> int:
     if a.command == "preflight":
         from . import preflight
 
+        if a.learners is not None or a.notebooks:
+            return preflight.learners_per_gpu(a.learners, a.paths, a.notebooks, a.report_only)
         if a.report_only:
             try:
                 ready, line = preflight.write_report()

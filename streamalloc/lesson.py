@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import importlib.util
 import inspect
 import json
 import os
-import re
-import secrets
 import shutil
 import sys
 import tempfile
@@ -31,11 +28,10 @@ import time
 from pathlib import Path
 
 from . import calls, cuda, gpu, measure, replay
+from .course import build_folder, build_root, notebook_file, programs_folder, written_programs
 from .errors import (BuildFailed, CompileError, CourseError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound,
                      RecordingError)
 from .settings import check_settings
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclasses.dataclass
@@ -61,14 +57,6 @@ class Result:
     @property
     def records(self) -> measure.Records:
         return measure.parse(self.stdout)
-
-
-def build_root() -> Path:
-    """Where programs are built: $STREAMALLOC_BUILD (on Colab, the runtime's disk when the course is in Drive:
-    streamalloc/colab.py sets it), else the course's build/."""
-    return Path(os.environ.get("STREAMALLOC_BUILD") or REPO / "build")
-
-
 
 
 class Lesson:
@@ -422,79 +410,6 @@ def missing_modules(modules) -> list[str]:
         if not found:
             missing.append(mod)
     return missing
-
-
-def notebook_file(name: str) -> Path | None:
-    """The saved notebook of a lesson: beside the kernel (Jupyter starts it in the notebook's folder), else
-    the course's own copy (on Colab the open notebook is not a file here); None where that is not one file
-    (a lab and its solution share a name: which of them is open cannot be told)."""
-    if (Path.cwd() / f"{name}.ipynb").is_file():
-        return Path.cwd() / f"{name}.ipynb"
-    found = [p for p in (REPO / folder / f"{name}.ipynb" for folder in ("notebooks", "labs", "solutions")) if p.is_file()]
-    return found[0] if len(found) == 1 else None
-
-
-_RUN = f"run-{os.getpid()}-{secrets.token_hex(3)}"  # this process: its own sources, never another run's
-
-
-def build_folder(name: str) -> Path:
-    """Where a lesson's %%writefile cells write: build/cuda/<name>-<key>/run-<pid>-<token>/. The key is a short hash
-    of the open notebook's path (Jupyter's JPY_SESSION_NAME, else the notebook of that name in the kernel's
-    folder, else the folder and the name), so a lab and its solution, or two copies of a lab, never share a folder;
-    the run folder is this process's, so two runs at once never read each other's sources. Their built programs go
-    to programs_folder(), named by a hash of their content. Run folders of processes that have ended are removed."""
-    here = Path.cwd().resolve()
-    session = os.environ.get("JPY_SESSION_NAME", "")
-    notebook = here / session if session.endswith(".ipynb") else here / f"{name}.ipynb"
-    key = hashlib.sha256(f"{notebook}\0{name}".encode()).hexdigest()[:10]
-    folder = build_root() / "cuda" / f"{name}-{key}"
-    for old in folder.glob("run-*"):
-        pid = old.name.split("-")[1]
-        if old.name != _RUN and pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
-    return folder / _RUN
-
-
-def programs_folder() -> Path:
-    """Where built programs go: $STREAMALLOC_PROGRAMS, else build/cuda/bin. One folder for every notebook, lab and
-    run, because a program's file name holds the hash of its text, headers, flags and nvcc (cuda.build): the same
-    program is compiled once, whichever notebook (a lab and its solution, the tests, the Colab tier) builds it."""
-    return Path(os.environ.get("STREAMALLOC_PROGRAMS") or build_root() / "cuda" / "bin")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: it is there
-        return True
-    return True
-
-
-WRITEFILE = re.compile(r"%%writefile\s+\{lesson\.build\}/(?P<file>[\w.-]+)\s*")
-
-
-def written_files(notebook: Path) -> list[tuple[int, str, str]]:
-    """(cell index, file, text) of each `%%writefile {lesson.build}/file` cell of a saved notebook, the text as
-    %%writefile writes it (a cell's text ends with a newline); [] where the notebook cannot be read."""
-    try:
-        cells = json.loads(Path(notebook).read_text()).get("cells", [])
-    except (OSError, ValueError):
-        return []
-    found = []
-    for i, cell in enumerate(cells):
-        text = "".join(cell.get("source", [])) if cell.get("cell_type") == "code" else ""
-        first, _, body = text.partition("\n")
-        m = WRITEFILE.fullmatch(first)
-        if m:
-            found.append((i, m["file"], body if body.endswith("\n") else body + "\n"))
-    return found
-
-
-def written_programs(notebook: Path) -> list[tuple[str, str]]:
-    """(file, text) of each distinct CUDA program a notebook writes, in order."""
-    return list(dict.fromkeys((f, text) for _, f, text in written_files(notebook) if f.endswith(".cu")))
 
 
 def display_line(text: str):

@@ -12,6 +12,8 @@ reference), and a one-line verdict. It exits 1 when the course is not ready here
 and shows the reference only.
 
 `python -m streamalloc preflight --report-only` writes the report again from what the last run left.
+`python -m streamalloc preflight --learners 1,4,8` answers how many learners this GPU holds (streamalloc/learners.py);
+the report shows its table.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import gpu, replay, runner
+from . import gpu, learners, replay, runner
 
 OUT = runner.REPO / "build" / "preflight"
 PASSES = ("live", "replay")
@@ -100,6 +102,23 @@ def preflight(paths=(), out: Path = OUT, kernel: str = "python3", progress: bool
     print(f"\nPreflight ({time.perf_counter() - t0:.0f} s): {verdict}\nreport: {out / 'report.html'} "
           f"(and report.md)", flush=True)
     return 0 if ready else 1
+
+
+def learners_per_gpu(sizes: str | None, paths=(), with_notebooks: bool = False, report_only: bool = False) -> int:
+    """`preflight --learners 1,4,8`: how many learners this GPU holds (learners.room); the report of the last preflight
+    run, where there is one, is written again with its table. BadLearners for options that do not go together."""
+    if sizes is None:
+        raise learners.BadLearners("--notebooks goes with --learners K (each learner runs the lessons too)")
+    if report_only:
+        raise learners.BadLearners("--learners runs the learners; --report-only writes the report of the last run: "
+                                   "give one of them")
+    status = learners.room(learners.sizes(sizes), learners.to_run(paths, with_notebooks), OUT)
+    if (OUT / "machine.json").is_file():
+        write_report(OUT)
+        print(f"report: {OUT / 'report.html'} (and report.md) shows this table beside the last preflight's results")
+    else:
+        print(f"written to {OUT / 'learners.json'}; `make preflight` writes the report, which shows it")
+    return status
 
 
 # -- reading what a run left --------------------------------------------------------------------------
@@ -283,7 +302,8 @@ def write_report(out: Path = OUT) -> tuple[bool, str]:
 
     ctx = dict(line=line, ready=ready, live=live, here=here, ref=ref, ref_name=ref_name, ref_label=ref_label,
                live_rows=live_rows, replay_rows=replay_rows, figures=figures, plots=plots,
-               ratio=bool(ratio_png), started=info.get("started", ""), reason=info.get("reason", ""))
+               ratio=bool(ratio_png), started=info.get("started", ""), reason=info.get("reason", ""),
+               learners=learners.read(out))
     replay.write_atomically(out / "report.md", markdown(ctx))  # whole or not at all, as the runner's summary
     replay.write_atomically(out / "report.html", to_html(ctx))
     return ready, line
@@ -323,6 +343,7 @@ def _figure_rows(ctx) -> list[list[str]]:
     return rows
 
 
+LEARNERS_HEAD = "## Learners per GPU (preflight --learners)"
 NB_HEAD = ["notebook", "live", "live s", "replay", "replay s", "error"]
 FIG_HEAD = ["lesson", "key figure", "unit", "this machine", "reference", "ratio", "band", "in band", "note"]
 
@@ -350,6 +371,8 @@ def markdown(ctx) -> str:
     for nb, where, a, b in ctx["plots"]:
         pics = " ".join(f"![{nb} {where} {k}]({f})" for k, f in (("live", a), ("reference", b)) if f)
         md.append(f"**{nb}**, {where}: {pics}\n")
+    if ctx["learners"]:
+        md += [LEARNERS_HEAD, "", learners.markdown(ctx["learners"])]
     return "\n".join(md) + "\n"
 
 
@@ -376,6 +399,19 @@ def to_html(ctx) -> str:
                if not ctx["live"] else "")
     figs = (table(FIG_HEAD, _figure_rows(ctx)) if ctx["figures"] else "<p>No lesson recorded key figures.</p>")
     ratio = '<p><img src="figures/key_figures.png" alt="key figures beside the reference"></p>' if ctx["ratio"] else ""
+    room = ""
+    if ctx["learners"]:  # preflight --learners: how many learners this GPU holds
+        found = ctx["learners"]
+        where = f"on {found['gpu']}, live" if found["mode"] == "live" else "on this machine, in replay"
+        room = (f"<h2>{e(LEARNERS_HEAD[3:])}</h2>\n<p>Measured {e(found['date'])} {e(where)}: each learner ran "
+                f"{len(found['notebooks'])} notebooks, one after another, in a copy of its own; every size's learners "
+                "at once.</p>\n"
+                + (f"<p><strong>{e(learners.REPLAYED)}.</strong></p>\n" if found["mode"] != "live" else "")
+                + table(learners.HEAD, learners.table_rows(found["sizes"]))
+                + f"<p><strong>Recommended: {e(found['recommendation'])}.</strong></p>\n"
+                + "".join(f"<p>With {s['learners']}, what did not hold:</p><ul>"
+                          + "".join(f"<li>{e(p)}</li>" for p in s["problems"]) + "</ul>"
+                          for s in found["sizes"] if s["problems"]))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Preflight of the course</title>
 <style>
@@ -400,5 +436,6 @@ img {{ max-width: 640px; }}
 {ratio}
 <h2>The lessons' plots</h2>
 <table><thead><tr>{plot_head}</tr></thead><tbody>{plots}</tbody></table>
+{room}
 </body></html>
 """

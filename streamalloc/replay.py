@@ -28,15 +28,15 @@ import html
 import json
 import os
 import re
-import tempfile
 import textwrap
 import threading
 from pathlib import Path
 
+from .course import RECORDINGS, slug, write_atomically  # noqa: F401  (replay.slug: its callers)
 from .errors import BrokenRecording, MissingRecording, StaleRecording
 from .gpu import Machine
 
-ROOT = Path(__file__).resolve().parent.parent / "recordings"
+ROOT = RECORDINGS
 INCLUDE = Path(__file__).resolve().parent / "include"
 DEFAULT_REFERENCE = "nvidia-h100-80gb-hbm3"  # the H100, CUDA 13: what replay shows unless told otherwise
 RERECORD = "re-record it on a GPU with `make record` (see README.md)"
@@ -44,10 +44,6 @@ RERECORD = "re-record it on a GPU with `make record` (see README.md)"
 
 def root() -> Path:
     return Path(os.environ.get("STREAMALLOC_RECORDINGS", ROOT))
-
-
-def slug(gpu_name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
 
 
 # -- what a program means -------------------------------------------------------------------------------
@@ -339,19 +335,6 @@ def load(gpu_dir: str, lesson: str, name: str, source: str, args) -> dict:
 
 
 # -- writing -----------------------------------------------------------------------------------------------
-def write_atomically(path: Path, text: str) -> None:
-    """Write a file whole or not at all: a temporary file beside it, then os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 _started: set[Path] = set()  # files this process has begun to write: the first save replaces an old file
 
 

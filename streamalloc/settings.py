@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .errors import BadSetting
 from .gpu import ARCH
-from .replay import ROOT, slug
+from .course import RECORDINGS as ROOT, slug
 
 
 FOLDERS = ("STREAMALLOC_BUILD", "STREAMALLOC_RECORDINGS", "STREAMALLOC_KEY_FIGURES")  # the settings that name a folder

@@ -105,10 +105,11 @@ class Lab:
 
     def cuda(self, edit=None) -> str:
         """The CUDA of self.file as the solution's %%writefile cell writes it, with `edit` applied."""
-        for cell in nbformat.read(str(self.solution), as_version=4).cells:
-            first, _, body = cell.source.partition("\n")
-            if cell.cell_type == "code" and first.startswith("%%writefile") and first.endswith("/" + self.file):
-                return edit(body) if edit else body
+        from streamalloc.course import written_files
+
+        for _, file, text in written_files(self.solution):
+            if file == self.file:
+                return edit(text) if edit else text
         raise LookupError(f"{self.solution.name} has no %%writefile cell for {self.file}")
 
     def check(self, case: str, edit=None) -> Check:
@@ -249,7 +250,7 @@ def in_process(notebook: Path, nb, case: str) -> Check:
     from unittest import mock
 
     import streamalloc as sa
-    from streamalloc.lesson import WRITEFILE
+    from streamalloc.course import writefile_cells
 
     *cells, check = nb.cells
     assert "check" in check.metadata.get("tags", []), f"{notebook.name}: its last code cell is not the check"
@@ -262,11 +263,8 @@ def in_process(notebook: Path, nb, case: str) -> Check:
     try:
         with contextlib.redirect_stdout(printed), mock.patch("IPython.display.display", lambda *a, **k: shown.extend(a)):
             lesson = sa.start(name["name"][1:-1])
-            for cell in cells:
-                first, _, body = cell.source.partition("\n")
-                m = WRITEFILE.fullmatch(first)
-                if m:
-                    (lesson.build / m["file"]).write_text(body if body.endswith("\n") else body + "\n")
+            for _, file, text in writefile_cells(cells):
+                (lesson.build / file).write_text(text)
             printed.seek(0)  # the set-up's banner is the set-up cell's output, not the check's
             printed.truncate()
             try:

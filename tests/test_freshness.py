@@ -18,10 +18,11 @@ import nbformat
 import pytest
 
 from streamalloc import replay
+from streamalloc.course import written_files
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions") for p in (ROOT / folder).glob("*.ipynb"))
-WRITEFILE = re.compile(r"^%%writefile\s+(?:-a\s+)?\{lesson\.build\}/(?P<name>[\w.-]+\.(?:cu|cuh|h|py))\s*$")
+PROGRAM = (".cu", ".cuh", ".h", ".py")  # what programs are made of; other files written are not programs
 START = re.compile(r"""\.start\(\s*["'](?P<lesson>[^"']+)["']""")
 GPUS = re.compile(r"gpus\s*=\s*(?P<n>\d+)")
 
@@ -31,17 +32,15 @@ def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path], dict
     many GPUs each needs (`lesson.run(..., gpus=N)`; 1 when not said)."""
     nb = nbformat.read(str(path), as_version=4)
     lesson = next((m["lesson"] for c in nb.cells if c.cell_type == "code" for m in [START.search(c.source)] if m), None)
-    written = {}
-    for cell in nb.cells:
-        first, _, body = cell.source.partition("\n")
-        m = WRITEFILE.match(first.strip()) if cell.cell_type == "code" else None
-        if m:
-            (where / m["name"]).write_text(body)
-            written[m["name"]] = where / m["name"]
+    written, writing = {}, set()
+    for i, name, text in written_files(path):
+        writing.add(i)
+        if name.endswith(PROGRAM):
+            (where / name).write_text(text)
+            written[name] = where / name
     run, gpus = {}, {}
     for name, file in written.items():
-        users = [c for c in nb.cells if c.cell_type == "code" and name in c.source and not WRITEFILE.match(
-            c.source.partition("\n")[0].strip())]
+        users = [c for i, c in enumerate(nb.cells) if c.cell_type == "code" and name in c.source and i not in writing]
         on_purpose = users and all(c.metadata.get("expected_exception") == "CompileError" for c in users)
         runnable = name.endswith(".cu") or any(f'run("{name}"' in c.source or  # lesson.run, or sa.together.run's
                                                ("together.run(" in c.source and f'("{name}"' in c.source) for c in users)

@@ -1,5 +1,6 @@
 """Generated files are what their scripts write: labs/ from solutions/ (a lab its learner solved in place is
-compared as git tracks it), README.md's course map."""
+compared as git tracks it), README.md's course map, the notebooks' set-up lines and notebook 00's "What next"
+table."""
 import shutil
 import subprocess
 import sys
@@ -23,9 +24,32 @@ def test_labs_are_generated_from_solutions():
     assert not stale, f"labs/ is not what tools/make_labs.py writes from solutions/ (run `make labs`): {stale}"
 
 
-def test_readme_course_map_is_generated():
+def test_readme_course_map_and_the_notebooks_links_are_generated():
     done = subprocess.run([sys.executable, "tools/make_links.py", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_notebook_00s_what_next_table_lists_every_other_lecture_and_every_lab(monkeypatch):
+    """The table is make_links.py's: each other lecture and each lab by its title, in the course map's order. A
+    notebook renamed or added makes it stale (and --check fails); a table edited by hand is not overwritten."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import make_links
+
+    path = ROOT / "notebooks" / "00_setup.ipynb"
+    text = path.read_text()
+    cell = next(c for c in nbformat.reads(text, as_version=4).cells if make_links.NEXT_START in c.source)
+    rows = [line for line in cell.source.splitlines() if line.startswith("| ") and "·" in line]
+    others = [nb for nb in sorted((ROOT / "notebooks").glob("*.ipynb")) if nb != path]
+    assert rows == [f"| {make_links.title(nb)} |" for nb in others + sorted((ROOT / "labs").glob("*.ipynb"))]
+    assert make_links.with_next(text, "00") == text
+    with pytest.raises(make_links.HandEdited, match="--force"):
+        make_links.with_next(text.replace("| lecture |", "| lesson |", 1), "00")
+    with pytest.raises(ValueError, match="no Markdown cell with the markers"):
+        make_links.with_next(text.replace(make_links.NEXT_START, "<!-- -->"), "00")
+    monkeypatch.setattr(make_links, "title", lambda nb: f"renamed {nb.stem}")
+    assert make_links.expected()[path] != text and "| renamed 01_sync_vs_async |" in make_links.expected()[path]
 
 
 def test_readme_tells_a_learner_first_and_the_archive_size_make_dist_writes(tmp_path):

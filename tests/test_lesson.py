@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from streamalloc import cuda, gpu, lesson as lesson_mod, replay
+from streamalloc import course as course_mod, cuda, gpu, lesson as lesson_mod, replay
 from streamalloc.errors import CompileError, NoGPU, RecordingError, ProgramFailed, ProgramTimedOut, StaleRecording
 
 GPU = gpu.Machine(gpu="NVIDIA Test GPU", compute_capability="9.0", pools_supported=True, driver="1.0",
@@ -26,7 +26,7 @@ print("done (a line for humans)")
 def course(tmp_path, monkeypatch, recordings):
     """A lesson folder under tmp_path; `course(live)` starts the lesson live (the probe says a GPU with pools is
     here) or in replay (the probe says there is none)."""
-    monkeypatch.setattr(lesson_mod, "REPO", tmp_path)
+    monkeypatch.setattr(course_mod, "REPO", tmp_path)
     monkeypatch.delenv("STREAMALLOC_RECORD_TO", raising=False)
 
     def start(live: bool, record: bool = False):
@@ -194,7 +194,7 @@ def test_the_programs_found_ahead_are_what_writefile_writes(tmp_path):
 
 def test_every_course_notebooks_programs_are_found_ahead():
     """Every .cu a course notebook writes is found by the build-ahead (the notebooks' own cells)."""
-    repo = lesson_mod.REPO
+    repo = course_mod.REPO
     for nb in [*repo.glob("notebooks/*.ipynb"), *repo.glob("solutions/*.ipynb")]:
         cells = json.loads(nb.read_text())["cells"]
         written = {"".join(c["source"]).split("\n", 1)[0].split("/")[-1] for c in cells
@@ -223,7 +223,7 @@ def test_a_program_built_ahead_is_the_one_its_run_cell_uses(course, tmp_path, mo
 def test_the_notebook_built_ahead_is_the_open_one_or_none(tmp_path, monkeypatch):
     """Jupyter starts the kernel in the notebook's folder: that copy. Elsewhere (Colab's /content) the course's
     copy, unless a lab and its solution share the name: then which is open cannot be told, and none is built."""
-    monkeypatch.setattr(lesson_mod, "REPO", tmp_path)
+    monkeypatch.setattr(course_mod, "REPO", tmp_path)
     for folder in ("notebooks/lesson", "labs/lab9", "solutions/lab9"):
         (tmp_path / folder).parent.mkdir(exist_ok=True)
         (tmp_path / f"{folder}.ipynb").write_text("{}")
@@ -240,7 +240,7 @@ def test_a_notebooks_programs_are_its_own(tmp_path, monkeypatch):
     """issue 19: a lab and its solution (same lesson name, other folders), or two copies of a lab in one folder
     (Jupyter names them in JPY_SESSION_NAME), never write into one build folder; two runs of one notebook at once
     (two processes) neither; a run folder of a process that has ended goes."""
-    monkeypatch.setattr(lesson_mod, "REPO", tmp_path)
+    monkeypatch.setattr(course_mod, "REPO", tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     monkeypatch.delenv("STREAMALLOC_BUILD", raising=False)  # build_root(): the course's build/ here
     for folder in ("labs", "solutions"):
@@ -255,7 +255,7 @@ def test_a_notebooks_programs_are_its_own(tmp_path, monkeypatch):
     assert len({lab.parent, copy.parent, solution.parent}) == 3
     assert all(p.parent.parent == tmp_path / "build" / "cuda" for p in (lab, copy, solution))
     assert lesson_mod.build_folder("lab1") == solution  # the same notebook in the same process: the same folder
-    monkeypatch.setattr(lesson_mod, "_RUN", "run-999999999-abcdef")  # another process, at once
+    monkeypatch.setattr(course_mod, "_RUN", "run-999999999-abcdef")  # another process, at once
     other = lesson_mod.build_folder("lab1")
     assert other.parent == solution.parent and other != solution
     dead = solution.parent / "run-999999998-000000"  # a pid no process has

@@ -5,7 +5,6 @@ The canned output below is typed by hand in the shape the programs print; it liv
 folder for one test. It is never a recording and never a figure: the reference recordings come from a GPU.
 """
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -163,15 +162,13 @@ def canned_runs():
 
 
 def notebook_programs(tmp_path) -> dict:
-    import nbformat
+    from streamalloc.course import written_files
 
     found = {}
-    for cell in nbformat.read(str(NOTEBOOK), as_version=4).cells:
-        m = re.match(r"%%writefile \{lesson\.build\}/(\w+)\.cu\n", cell.source)
-        if cell.cell_type == "code" and m:
-            body = cell.source[m.end():]
-            found[m[1]] = tmp_path / f"{m[1]}.cu"
-            found[m[1]].write_text(body if body.endswith("\n") else body + "\n")
+    for _, file, text in written_files(NOTEBOOK):
+        if file.endswith(".cu"):
+            found[file[:-3]] = tmp_path / file
+            found[file[:-3]].write_text(text)
     return found
 
 

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "07_frameworks.ipynb"
 sys.path.insert(0, str(ROOT))
 import streamalloc as sa  # noqa: E402
+from streamalloc.course import written_files  # noqa: E402
 
 MiB = 1 << 20
 UINT64_MAX = 2**64 - 1
@@ -28,13 +29,7 @@ def cells():
 
 def programs():
     """{file name: source} of every program the notebook writes with %%writefile."""
-    out = {}
-    for c in cells():
-        src = "".join(c["source"])
-        if src.startswith("%%writefile"):
-            first, _, body = src.partition("\n")
-            out[first.rsplit("/", 1)[1]] = body
-    return out
+    return {file: text for _, file, text in written_files(NOTEBOOK)}
 
 
 def test_the_notebook_writes_its_programs_and_their_helper_module():

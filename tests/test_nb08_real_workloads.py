@@ -7,7 +7,6 @@ cells' tables, conclusions, timeline explorer and assertions, which must fail on
 """
 import inspect
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "08_real_workloads.ipynb"
 sys.path.insert(0, str(ROOT))
 import streamalloc as sa  # noqa: E402
+from streamalloc.course import written_files  # noqa: E402
 from streamalloc import replay  # noqa: E402
 from streamalloc.lesson import Result  # noqa: E402
 from streamalloc.lessons import real_workloads as W  # noqa: E402
@@ -31,12 +31,7 @@ def cells():
 
 
 def programs():
-    out = {}
-    for src in cells():
-        if src.startswith("%%writefile"):
-            first, _, body = src.partition("\n")
-            out[first.rsplit("/", 1)[1]] = body
-    return out
+    return {file: text for _, file, text in written_files(NOTEBOOK)}
 
 
 # -- input files in recording keys ---------------------------------------------------------------------------------
@@ -301,7 +296,7 @@ def test_replay_trace_cu_builds(tmp_path):
     shared programs folder, so that where notebook 08 or lab 7 built it already this is that build (a program is
     there only where nvcc built exactly this text, header, flags and nvcc)."""
     from streamalloc import cuda, gpu
-    from streamalloc.lesson import programs_folder, written_programs
+    from streamalloc.course import programs_folder, written_programs
     if gpu.nvcc_path() is None:
         pytest.skip("no nvcc here")
     src = tmp_path / "replay_trace.cu"
@@ -311,8 +306,7 @@ def test_replay_trace_cu_builds(tmp_path):
 
 def test_the_lab_uses_notebook_08_s_replayer_unchanged():
     lab = ROOT / "solutions" / "lab7_choose_allocator.ipynb"
-    written = {re.sub(r".*/", "", "".join(c["source"]).partition("\n")[0]): "".join(c["source"]).partition("\n")[2]
-               for c in json.loads(lab.read_text())["cells"] if "".join(c["source"]).startswith("%%writefile")}
+    written = {file: text for _, file, text in written_files(lab)}
     assert written["replay_trace.cu"] == programs()["replay_trace.cu"]
 
 

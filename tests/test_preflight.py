@@ -224,3 +224,151 @@ def test_live_the_replay_pass_runs_only_the_lessons_it_compares_with_the_live_pa
     ctx = {"live_rows": [{"notebook": "solutions/lab1.ipynb", "result": "passed", "seconds": 1.0, "error": ""}],
            "replay_rows": []}
     assert preflight._notebook_rows(ctx)[0][3] == "not replayed (nothing to compare)"
+
+
+# -- preflight --learners: how many learners this GPU holds --------------------------------------------------------
+from streamalloc import cli, learners  # noqa: E402
+
+LAB = ["solutions/lab2_tune_pool.ipynb", "labs/lab2_tune_pool.ipynb"]
+
+
+def learner(rows=None, unverified=(), seconds=80.0, failed=(), missing=False):
+    """What one copy left, as learners.run_size reads it: its summary's rows, its time, the unverified solutions."""
+    if missing:
+        return {"rows": None, "seconds": seconds, "status": 2, "log": "Traceback ...\nOSError: no space left on device",
+                "unverified": []}
+    rows = [{"notebook": nb, "mode": "live", "result": "failed" if nb in failed else "passed", "seconds": 10.0,
+             "error": "cell 9 of 9 (# The check): the cell is tagged raises-exception but raised nothing"
+             if nb in failed else "", "note": "", "shared_with": 3} for nb in LAB]
+    return {"rows": rows, "seconds": seconds, "status": 1 if failed else 0, "log": "", "unverified": list(unverified)}
+
+
+def canned_room():
+    """One learner alone; four, one of whose solutions passed all but a timing (shared GPU); eight, one stub's check
+    not raising."""
+    return [learners.judge(1, [learner(seconds=86.0)], LAB, 86.0),
+            learners.judge(4, [learner(seconds=120.0)] * 3 + [learner(unverified=[LAB[0]], seconds=129.0)], LAB, 129.0),
+            learners.judge(8, [learner(seconds=170.0)] * 7 + [learner(failed=[LAB[1]], seconds=172.0)], LAB, 172.0)]
+
+
+def test_learners_table_and_recommendation():
+    found = canned_room()
+    assert [(s["held"], s["all"], s["unverified"]) for s in found] == [(2, 2, 0), (8, 8, 1), (15, 16, 0)]
+    best, line = learners.recommend(found)
+    assert best == 4 and line.startswith("at most 4 learners on this GPU") and "with 8, 1 of 16 did not" in line
+    assert learners.table_rows(found)[1] == ["4", "129 s", "120 s", "1.40", "8 / 8", "1"]
+    assert "learner 8: labs/lab2_tune_pool.ipynb failed: cell 9 of 9" in found[2]["problems"][0]
+    # a size whose solution failed is never recommended, even where a larger one held
+    bad = learners.judge(2, [learner(failed=[LAB[0]])] * 2, LAB, 80.0)
+    assert learners.recommend([found[0], bad, found[1]])[0] == 1
+    assert learners.recommend([bad])[0] is None
+    # everything held: the largest tried, and a word that more could be tried
+    assert learners.recommend(found[:2]) == (4, "at most 4 learners on this GPU: every verdict held up to 4, the "
+                                                "most tried (try more to find where it breaks)")
+
+
+def test_a_learner_without_a_summary_holds_no_verdict():
+    size = learners.judge(2, [learner(), learner(missing=True)], LAB, 90.0)
+    assert (size["held"], size["all"]) == (2, 4)
+    assert size["problems"] == ["learner 2: no summary (its run ended with status 2: OSError: no space left on device)"]
+
+
+def test_a_solution_not_verified_for_its_timing_is_read_from_its_check(tmp_path):
+    for name, said in (("shared", "Passed what could be checked here; not verified here: the speed."),
+                       ("alone", "All checks passed.")):
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell("check()", execution_count=1, metadata={"tags": ["check"]})
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"Lab 2\n  ok  results\n\n{said}\n")]
+        nb.cells.append(cell)
+        nbformat.write(nb, str(tmp_path / f"{name}.ipynb"))
+    assert learners.check_word(tmp_path / "shared.ipynb") == "not verified"
+    assert learners.check_word(tmp_path / "alone.ipynb") == ""
+    assert learners.check_word(tmp_path / "none.ipynb") == ""
+
+
+def test_the_report_shows_the_learners_table(tmp_path):
+    canned(tmp_path, figures_live=REF, figures_ref=REF)
+    found = canned_room()
+    (tmp_path / "learners.json").write_text(json.dumps({
+        "date": "2026-11-28 09:00", "gpu": "NVIDIA H100 80GB HBM3", "mode": "live", "reason": "", "notebooks": LAB,
+        "sizes": found, "recommended": 4, "recommendation": learners.recommend(found)[1]}))
+    ready, _ = preflight.write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert ready and "## Learners per GPU" in md and "| 8 | 172 s | 170 s | 1.98 | 15 / 16 | 0 |" in md
+    assert "**Recommended: at most 4 learners on this GPU" in md and "Replayed" not in md
+    html = (tmp_path / "report.html").read_text()
+    assert "Learners per GPU" in html and "<td>15 / 16</td>" in html and "learner 8: labs/lab2_tune_pool" in html
+    record = json.loads((tmp_path / "learners.json").read_text())
+    (tmp_path / "learners.json").write_text(json.dumps({**record, "mode": "replay", "gpu": None}))
+    preflight.write_report(tmp_path)
+    assert learners.REPLAYED in (tmp_path / "report.md").read_text()
+    assert "on this machine, in replay" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "four", "", "1,,4", "2.5", str(learners.MOST + 1)])
+def test_a_bad_number_of_learners_gets_one_message(bad, capsys):
+    assert cli.main(["preflight", f"--learners={bad}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"python -m streamalloc preflight: --learners {bad}: give how many")
+
+
+@pytest.mark.parametrize("args, said", [(["--notebooks"], "--notebooks goes with --learners K"),
+                                        (["--learners", "2", "--report-only"], "give one of them"),
+                                        (["--learners", "2", "OUTSIDE"], "a learner's copy holds only the course's")])
+def test_learners_options_that_do_not_go_together(args, said, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight, "OUT", tmp_path)
+    if "OUTSIDE" in args:
+        nb = tmp_path / "mine.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(), str(nb))
+        args = [str(nb) if a == "OUTSIDE" else a for a in args]
+    assert cli.main(["preflight", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0]
+
+
+def test_what_each_learner_runs():
+    labs = learners.to_run()
+    assert len(labs) == 14 and labs[0].startswith("solutions/lab1") and labs[-1].startswith("labs/lab7")
+    assert learners.to_run(with_notebooks=True)[14:] == [f"notebooks/{nb.name}" for nb in
+                                                        sorted((runner.REPO / "notebooks").glob("*.ipynb"))]
+    assert learners.to_run([str(runner.REPO / "labs" / "lab2_tune_pool.ipynb")]) == ["labs/lab2_tune_pool.ipynb"]
+
+
+def test_learners_refuses_without_a_gpu_in_live_mode(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv("STREAMALLOC_MODE", raising=False)
+    monkeypatch.setattr(learners.gpu, "decide", lambda here: learners.gpu.Mode(False, "there is no usable GPU: none"))
+    monkeypatch.setattr(preflight, "OUT", tmp_path)
+    assert cli.main(["preflight", "--learners", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["python -m streamalloc preflight: --learners measures how many learners this GPU holds, and there "
+                   "is no usable GPU: none. Run it on one of the room's GPU machines"]
+    assert not list(tmp_path.iterdir())  # nothing copied, nothing written
+
+
+def test_two_learners_really_run_at_once_in_copies_that_are_removed(tmp_path, monkeypatch, capsys):
+    """Replay (the tests' mode): one lab's solution and its stub, in 1 then 2 copies of the course; every verdict holds,
+    the times are said to be a replay's, and no copy is left."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    assert learners.room([2], LAB, tmp_path) == 0
+    record = learners.read(tmp_path)
+    assert [(s["learners"], s["held"], s["all"], len(s["learner_s"])) for s in record["sizes"]] == [(1, 2, 2, 1),
+                                                                                                   (2, 4, 4, 2)]
+    assert record["recommended"] == 2 and "in replay, which says nothing about a GPU" in record["recommendation"]
+    assert not (tmp_path / "learners").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["learners.json"]
+    assert learners.REPLAYED in capsys.readouterr().out
+
+
+def test_a_stopped_room_stops_every_learner_and_removes_the_copies(tmp_path, monkeypatch):
+    """An interrupt while the learners start: the one already running is stopped, and no copy is left."""
+    started, real = [], subprocess.Popen
+
+    def popen(cmd, **kw):
+        if started:
+            raise KeyboardInterrupt
+        started.append(real(["sleep", "60"], stdout=kw["stdout"]))
+        return started[-1]
+
+    monkeypatch.setattr(learners.subprocess, "Popen", popen)
+    with pytest.raises(KeyboardInterrupt):
+        learners.run_size(2, LAB, learners.gpu.Mode(False, "replay"), tmp_path / "learners" / "2")
+    assert started[0].returncode is not None and not (tmp_path / "learners" / "2").exists()

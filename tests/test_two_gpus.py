@@ -133,7 +133,6 @@ def test_live_with_two_gpus_runs_and_the_recorder_notes_the_count(setup, monkeyp
 # GPUs has run it: the programs' output is CANNED here, typed by hand in the shape the programs print, and it
 # lives only in a temporary recordings folder for this test. It is never a recording and never a figure.
 import json  # noqa: E402
-import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,15 +201,13 @@ def canned_runs():
 
 def notebook_programs(tmp_path) -> dict[str, Path]:
     """The notebook's %%writefile cells, written as IPython writes them (the body, ending in a newline)."""
-    import nbformat
+    from streamalloc.course import written_files
 
     found = {}
-    for cell in nbformat.read(str(NOTEBOOK), as_version=4).cells:
-        m = re.match(r"%%writefile \{lesson\.build\}/(\w+)\.cu\n", cell.source)
-        if cell.cell_type == "code" and m:
-            body = cell.source[m.end():]
-            found[m[1]] = tmp_path / f"{m[1]}.cu"
-            found[m[1]].write_text(body if body.endswith("\n") else body + "\n")
+    for _, file, text in written_files(NOTEBOOK):
+        if file.endswith(".cu"):
+            found[file[:-3]] = tmp_path / file
+            found[file[:-3]].write_text(text)
     return found
 
 

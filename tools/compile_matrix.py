@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from streamalloc import cuda, gpu, replay  # noqa: E402
 from streamalloc.errors import BuildFailed, CompileError  # noqa: E402
-from streamalloc.lesson import programs_folder, written_files  # noqa: E402
+from streamalloc.course import programs_folder, written_files  # noqa: E402
 
 BUILD = ROOT / "build" / "compile-matrix"
 TOOLCHAINS = ROOT / "build" / "toolchains"
