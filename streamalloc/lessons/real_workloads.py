@@ -163,10 +163,10 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
             out.append({"library": library(r), "allocator": r["allocator"], "µs per step": "skipped",
                         "note": r["skipped"]})
             continue
-        own = Figure(r["allocator"], own_rounds(r, results))
+        mine = own(r, results)
         out.append({"library": library(r), "allocator": r["allocator"], "µs per step": num(step_us(r)),
-                    "above its loop's floor": "–" if is_floor(r) else num(own.median),
-                    "spread of the rounds": "–" if is_floor(r) else num(own.spread),
+                    "above its loop's floor": "–" if is_floor(r) else num(mine.median),
+                    "spread of the rounds": "–" if is_floor(r) else num(mine.spread),
                     "cold pass ms": round(med(r["cold_us"]) / 1000, 1),
                     "peak reserved MiB": num(mib(r["peak_reserved"])),
                     # a floor has no allocator: what its library says is in use is its one buffer (PyTorch) or the
@@ -175,7 +175,7 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
                     "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
                     "note": "the floor of its process's loop" if is_floor(r) else
                     "reports less reserved than in use: left out of the conclusions" if not reported(r) else
-                    BELOW_FLOOR if own.median < 0 else ""})
+                    BELOW_FLOOR if mine.median < 0 else ""})
     return out
 
 
@@ -204,15 +204,19 @@ def by_library(done: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def own(r: dict, results) -> Figure:
+    """A setting's figure: each round's time per step above its loop's floor (own_rounds)."""
+    return Figure(r["allocator"], own_rounds(r, results))
+
+
 def figures(results, trace: Trace, lib: str) -> list[Figure]:
-    """One library's settings on this trace: each round's time per step above its loop's floor."""
-    return [Figure(r["allocator"], own_rounds(r, results)) for r in measured(results, trace) if library(r) == lib]
+    """One library's settings on this trace, as figures."""
+    return [own(r, results) for r in measured(results, trace) if library(r) == lib]
 
 
 def verdicts(results, trace: Trace) -> dict[str, list[Figure]]:
     """{library: the leaders of its settings on this trace's time per step above the floor}: one is a winner."""
-    return {lib: leaders([Figure(r["allocator"], own_rounds(r, results)) for r in rs])
-            for lib, rs in by_library(measured(results, trace)).items()}
+    return {lib: leaders(figures(results, trace, lib)) for lib in by_library(measured(results, trace))}
 
 
 def conclusion(results, trace: Trace, gpu: str) -> str:
@@ -223,9 +227,8 @@ def conclusion(results, trace: Trace, gpu: str) -> str:
         return f"**{plots.md(trace.name)}** on {plots.md(gpu)}: no allocator replayed it here."
     peak = trace.stats()["peak"]
     lines = [f"**{plots.md(trace.name)}** on {plots.md(gpu)}, time per step above each loop's own floor:"]
-    for lib, rs in by_library(done).items():
-        lines.append(f"- {lib}: " + verdict([Figure(r["allocator"], own_rounds(r, results)) for r in rs],
-                                            "of its settings"))
+    for lib in by_library(done):
+        lines.append(f"- {lib}: " + verdict(figures(results, trace, lib), "of its settings"))
     ratio = {r["allocator"]: r["peak_reserved"] / peak for r in done}
     small = min(ratio.values())
     near = [a for a, x in sorted(ratio.items(), key=lambda kv: kv[1]) if x <= 1.05 * small]
@@ -256,15 +259,20 @@ def reserved_short(results, trace: Trace) -> list[str]:
             for r in measured(results, trace) if r.get("kind") == "explicit" and r["grows"] > 0]
 
 
+def paired(idle: list[dict], busy: list[dict]):
+    """(idle, busy) records of each setting both replays ran, floors left out."""
+    for r0 in idle:
+        r1 = next((r for r in busy if r["allocator"] == r0["allocator"]), None)
+        if r1 is not None and not is_floor(r0):
+            yield r0, r1
+
+
 def busy_rows(idle: list[dict], busy: list[dict]) -> list[dict]:
     """CUDA's settings on one trace with the GPU idle and busy: the time above the floor (which does the same GPU work
     with no allocator), and how much of it the GPU's work hid."""
     out = []
-    for r0 in idle:
-        r1 = next((r for r in busy if r["allocator"] == r0["allocator"]), None)
-        if is_floor(r0) or r1 is None:
-            continue
-        a, b = Figure(r0["allocator"], own_rounds(r0, idle)), Figure(r1["allocator"], own_rounds(r1, busy))
+    for r0, r1 in paired(idle, busy):
+        a, b = own(r0, idle), own(r1, busy)
         out.append({"allocator": r0["allocator"],
                     f"above the floor, {r0['work_us']:g} µs of work a block": f"{num(a.median)} ± {num(a.spread / 2)}",
                     f"above the floor, {r1['work_us']:g} µs of work a block": f"{num(b.median)} ± {num(b.spread / 2)}",
@@ -274,12 +282,9 @@ def busy_rows(idle: list[dict], busy: list[dict]) -> list[dict]:
 
 def busy_sentence(idle: list[dict], busy: list[dict]) -> str:
     """What the GPU's work hid, setting by setting, and the verdict with the GPU busy."""
-    parts = []
-    for r0 in idle:
-        r1 = next((r for r in busy if r["allocator"] == r0["allocator"]), None)
-        if r1 is not None and not is_floor(r0):
-            parts.append(f"{plots.md(r0['allocator'])} {own_us(r0, idle):,.0f} → {own_us(r1, busy):,.0f} µs")
-    figs = [Figure(r["allocator"], own_rounds(r, busy)) for r in busy if not is_floor(r)]
+    parts = [f"{plots.md(r0['allocator'])} {own_us(r0, idle):,.0f} → {own_us(r1, busy):,.0f} µs"
+             for r0, r1 in paired(idle, busy)]
+    figs = [own(r, busy) for r in busy if not is_floor(r)]
     work = busy[0]["work_us"] if busy else BUSY_US
     return (f"Above the floor, idle → with {work:g} µs of work a block: " + "; ".join(parts)
             + f". With the GPU busy, {verdict(figs, 'setting')}.")
