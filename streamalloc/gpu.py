@@ -408,26 +408,34 @@ def _this_gpu(gpus) -> str | None:
 
 
 def _family(pid: int) -> set[int]:
-    """pid and every process below it, from /proc (just pid where there is no /proc)."""
+    """pid, every process above it and every process below it, from /proc (just pid where there is no /proc). Above it
+    are the tools that started this learner's work (a preflight, the course's runner, a Jupyter kernel's server), which
+    may hold a CUDA context of their own (a GPU probe): they are this learner's, never another learner's."""
     children: dict[int, list[int]] = {}
+    parent: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(stat.parent.name))
+        parent[int(stat.parent.name)] = ppid
     found, todo = set(), [pid]
     while todo:
         p = todo.pop()
         if p not in found:
             found.add(p)
             todo += children.get(p, [])
+    up = parent.get(pid)
+    while up and up not in found:
+        found.add(up)
+        up = parent.get(up)
     return found
 
 
 def other_compute_processes() -> int | None:
     """How many other processes compute on this process's GPU: NVML's (or nvidia-smi's) compute processes on it, less
-    this process and those it started. None where it cannot tell: no NVML and no nvidia-smi, an error, a GPU it cannot
+    this process, those it started and those that started it. None where it cannot tell: no NVML and no nvidia-smi, an error, a GPU it cannot
     tell apart from the machine's others, or process ids from another namespace (in a container, NVML may name this
     very process by the host's id)."""
     found = _gpus_and_apps()

@@ -223,22 +223,33 @@ def smi_say(tmp_path, monkeypatch):
     return say
 
 
-def test_other_compute_processes_leaves_out_this_process_and_its_children(smi_say):
+@pytest.fixture
+def stray():
+    """A process neither above nor below this one (its shell has exited: it hangs under init): another learner's."""
+    pid = int(subprocess.run(["sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True,
+                             check=True).stdout)
+    yield pid
+    os.kill(pid, 9)
+
+
+def test_other_compute_processes_leaves_out_this_process_its_children_and_its_ancestors(smi_say, stray):
+    # the processes above this one (a preflight, the course's runner) probe the GPU and so hold a context: they are
+    # this learner's tools, not another learner
     child = subprocess.Popen(["sleep", "30"])
     try:
-        # this process, its child, and two others (pid 1 and this process's parent, neither below this one)
+        assert stray not in gpu._family(os.getpid()) and {os.getppid(), child.pid} <= gpu._family(os.getpid())
         smi_say("GPU-aaa, 00000000:3B:00.0", "\n".join(f"{p}, GPU-aaa" for p in (os.getpid(), child.pid, 1,
-                                                                                    os.getppid())))
-        assert gpu.other_compute_processes() == 2
-        smi_say("GPU-aaa, 00000000:3B:00.0", f"{os.getpid()}, GPU-aaa\n{child.pid}, GPU-aaa")
+                                                                                    os.getppid(), stray)))
+        assert gpu.other_compute_processes() == 1
+        smi_say("GPU-aaa, 00000000:3B:00.0", f"{os.getpid()}, GPU-aaa\n{child.pid}, GPU-aaa\n{os.getppid()}, GPU-aaa")
         assert gpu.other_compute_processes() == 0
     finally:
         child.kill()
         child.wait()
 
 
-def test_only_this_gpus_processes_count_and_an_unknown_gpu_is_none(smi_say, monkeypatch):
-    smi_say(TWO_GPUS, f"1, GPU-bbb\n{os.getppid()}, GPU-aaa")
+def test_only_this_gpus_processes_count_and_an_unknown_gpu_is_none(smi_say, monkeypatch, stray):
+    smi_say(TWO_GPUS, f"{stray}, GPU-bbb\n{stray}, GPU-aaa\n1, GPU-aaa")
     assert gpu.other_compute_processes() is None  # two GPUs, and nothing says which one is this process's
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbb")
     assert gpu.other_compute_processes() == 1
@@ -260,8 +271,8 @@ def test_other_compute_processes_is_none_where_it_cannot_tell(smi_say, monkeypat
     assert gpu.other_compute_processes() is None
 
 
-def test_nvml_is_asked_first(monkeypatch):
-    procs = [types.SimpleNamespace(pid=1, usedGpuMemory=1), types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=1)]
+def test_nvml_is_asked_first(monkeypatch, stray):
+    procs = [types.SimpleNamespace(pid=stray, usedGpuMemory=1), types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=1)]
     nvml = types.SimpleNamespace(
         nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 1,
         nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetUUID=lambda h: b"GPU-aaa",
