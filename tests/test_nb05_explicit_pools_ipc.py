@@ -157,7 +157,18 @@ def canned_runs():
                     failed_at="nothing", error="cudaSuccess"),
                dict(limit=20 * GiB + GiB // 2, vm_before_cuda=6 * MiB, failed_at="cudaFree(0)",
                     error="cudaErrorMemoryAllocation"))
-    return [("explicit_pool", [BLOCK], explicit), ("pointer_attrs", [BLOCK], attrs), ("ipc_pool", [BLOCK, 150, 50], ipc),
+    over = lines(dict(bytes=BLOCK, explicit_used_before=0, explicit_used_after=BLOCK, default_used_before=0,
+                      default_used_after=0, current_is_default=True, plain_default_used=BLOCK, plain_explicit_used=BLOCK))
+    revoke = lines(*[dict(pool=p, access_before="read-write", set_prot_none="cudaErrorInvalidValue",
+                          access_after="read-write", ran=True, wrong=0) for p in ("default", "explicit")])
+    sync_free = lines(dict(process="exporter", step="platform", ipc=True, error="cudaSuccess"),
+                      dict(process="importer", checked=BLOCK // 4, mismatches=0, read_start_ns=1_000_100_000,
+                           cudaFree="cudaSuccess", freed_at_ns=5_000),
+                      dict(process="exporter", step="freed", bytes=BLOCK, spin_ms=150, written_ns=1_000_000_000,
+                           free_called_ns=5_100, cudaFree="cudaSuccess", used_after_free=0, importer_status=0))
+    return [("pool_overload", [BLOCK], over), ("resident_access", [BLOCK], revoke),
+            ("ipc_sync_free", [BLOCK, 150], sync_free),
+            ("explicit_pool", [BLOCK], explicit), ("pointer_attrs", [BLOCK], attrs), ("ipc_pool", [BLOCK, 150, 50], ipc),
             ("ipc_cost", [32, 2 * MiB], cost), ("host_pool", [BLOCK, 10], host), ("vm_limit", [BLOCK], vm)]
 
 
@@ -183,7 +194,8 @@ def test_the_notebook_on_canned_output(recordings, tmp_path, monkeypatch):
     h100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
                        driver="580.1", driver_cuda="13.0", nvcc="13.0", memory_free=80 * GiB)
     programs = notebook_programs(tmp_path)
-    assert sorted(programs) == ["explicit_pool", "host_pool", "ipc_cost", "ipc_pool", "pointer_attrs", "vm_limit"]
+    assert sorted(programs) == ["explicit_pool", "host_pool", "ipc_cost", "ipc_pool", "ipc_sync_free", "pointer_attrs",
+                                "pool_overload", "resident_access", "vm_limit"]
     # the key a Lesson's run gives (Lesson.key_source), made without a Lesson: one made here, in a process where
     # ipykernel is loaded, would build the notebook's programs ahead, before any recording says which GPU to build for
     for name, args, stdout in canned_runs():
@@ -199,6 +211,10 @@ def test_the_notebook_on_canned_output(recordings, tmp_path, monkeypatch):
     assert "cudaMemPoolAttrMaxPoolSize: not available in this runtime" in text
     assert "a kernel wrote the host pool's memory 40.0x slower" in text
     assert "cudaFree(0): cudaErrorMemoryAllocation" in text
+    assert "the named pool's UsedMemCurrent grew by 64 MiB, the default pool's by 0 MiB" in text
+    assert "cudaMemPoolSetAccess(device 0, ProtNone) answered cudaErrorInvalidValue, device 0's access read-write" in text
+    assert "not offered here: cudaMemHandleTypeWin32, cudaMemHandleTypeWin32Kmt" in text
+    assert "its cudaFree answered cudaSuccess, the exporter's cudaSuccess, 0 µs later" in text
     figures = json.loads((tmp_path / "key_figures" / "replay" / f"{NAME}.json").read_text())["figures"]
     assert {"cudaMemPoolExportPointer host time, median", "cudaMemPoolImportPointer host time, median",
             "GPU write into a host pool ÷ into a device pool, time"} <= set(figures)
@@ -234,3 +250,30 @@ def test_a_set_of_another_stack_on_the_same_gpu_and_driver_says_so(recordings, m
     assert note not in lesson.label(cuda13, False)
     assert note not in lesson.label(other_driver, False)
     assert lesson.label(t4_like, True) == "NVIDIA H100 80GB HBM3, live"
+
+
+# -- the new parts' assertions reject what the guide forbids ----------------------------------------------------
+def _cell(marker):
+    import nbformat
+
+    return next(c.source for c in nbformat.read(str(NOTEBOOK), as_version=4).cells
+                if c.cell_type == "code" and marker in c.source and not c.source.startswith("%%writefile"))
+
+
+def test_a_revoked_resident_device_fails_the_assert(monkeypatch):
+    class Res:
+        records = [dict(pool="default", access_before="read-write", set_prot_none="cudaSuccess", access_after="none",
+                        ran=False)]
+
+    names = dict(lesson=type("L", (), {"run": staticmethod(lambda *a, **k: Res())})(), BLOCK=BLOCK, X=X)
+    with pytest.raises(AssertionError):
+        exec(_cell("resident_access.cu"), names)
+
+
+def test_sync_free_text_and_an_early_exporter_free():
+    imp = dict(checked=10, mismatches=0, read_start_ns=2_000_000, cudaFree="cudaSuccess", freed_at_ns=10_000)
+    exp = dict(written_ns=1_000_000, free_called_ns=9_000, cudaFree="cudaSuccess", used_after_free=0)
+    assert "began reading 1.000 ms after" in X.sync_free_text(imp, exp)
+    assert exp["free_called_ns"] < imp["freed_at_ns"]  # the notebook's order assert would reject this run
+    assert X.handle_types_text(9).startswith("this GPU and driver offer cudaMemHandleTypePosixFileDescriptor, "
+                                             "cudaMemHandleTypeFabric")

@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "07_frameworks.ipynb"
 sys.path.insert(0, str(ROOT))
-import streamalloc as sa  # noqa: E402
-from streamalloc.course import written_files  # noqa: E402
+from notebook import StandIn, code_cells, run_cells  # noqa: E402
+from notebook import programs as written  # noqa: E402
 
 MiB = 1 << 20
 UINT64_MAX = 2**64 - 1
@@ -24,12 +24,12 @@ DEFAULT, CREATED, RMM_POOL = 0x5000, 0x6000, 0x7000
 
 
 def cells():
-    return [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    return [{"source": src} for src in code_cells(NOTEBOOK.stem)]
 
 
 def programs():
     """{file name: source} of every program the notebook writes with %%writefile."""
-    return {file: text for _, file, text in written_files(NOTEBOOK)}
+    return written(NOTEBOOK.stem)
 
 
 def test_the_notebook_writes_its_programs_and_their_helper_module():
@@ -128,7 +128,9 @@ def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reu
                   "CUPY_GPU_MEMORY_LIMIT": None}]
         if allocator == "MemoryAsyncPool":
             lines.append({"current_demo": True, "created_pool": CREATED, "came_from": CREATED,
-                          "created_state": _state(UINT64_MAX, 2 * MiB, MiB), "came_from_after_reset": DEFAULT})
+                          "created_state": _state(UINT64_MAX, 2 * MiB, MiB), "came_from_after_reset": DEFAULT,
+                          "reads": {"used_bytes": MiB, "get_limit": UINT64_MAX}, "default_state": _state(UINT64_MAX),
+                          "current_after_default_ctor": DEFAULT})
         return lines + _loops(sizes, default_pool=_state(0), cupy_cache=sizes[-1], array=allocator != "cudaMallocAsync")
     if name == "cupy_race":
         n, delay_us = int(args[0]), int(args[1])
@@ -177,37 +179,12 @@ def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reu
     raise AssertionError(f"the notebook runs a program the test does not know: {name}")
 
 
-class CannedLesson:
-    """Stands in for sa.start(...): run() returns canned output for a program, as a replay would."""
-
-    label = "TEST GPU, replayed from a recording of today (canned output for a unit test)"
-    live = False
-
-    def __init__(self, build, **bad):
-        self.build, self.bad, self.requires, self.figures = build, bad, {}, {}
-        self.machine = sa.gpu.Machine(gpu="TEST GPU", memory_free=80 << 30, memory_total=80 << 30)
-
-    def run(self, file, args=(), timeout=120, requires=()):
-        name = Path(file).stem
-        self.requires[name if name != "bare" else f"bare {args[0]}"] = tuple(requires)
-        args = [str(a) for a in args]
-        lines = canned(name, args, **self.bad)
-        return sa.lesson.Result(name, args, "\n".join(json.dumps(x) for x in lines) + "\n", "", 0.0, True, self.label)
-
-    def key_figure(self, name, value, unit="", band=(0.5, 2.0)):
-        self.figures[name] = (value, unit, band)
-
-
 def run_notebook(tmp_path, **bad):
-    import matplotlib
-    matplotlib.use("Agg")
-    lesson = CannedLesson(tmp_path, **bad)
-    ns = {"sa": sa, "lesson": lesson}
-    for i, c in enumerate(cells()):
-        src = "".join(c["source"])
-        if src.startswith("%%writefile") or "sa.start(" in src:
-            continue
-        exec(compile(src, f"07_frameworks cell {i}", "exec"), ns)
+    """The notebook's cells, on a stand-in whose runs print canned()'s lines; `lesson.requires`: what each run asked
+    to import (bare.py's by the library it tries)."""
+    lesson = StandIn(tmp_path, lambda file, args: canned(Path(file).stem, [str(a) for a in args], **bad))
+    ns = run_cells(NOTEBOOK.stem, lesson)
+    lesson.requires = {(f"bare {args[0]}" if Path(f).stem == "bare" else Path(f).stem): req for f, args, req in lesson.asked}
     return lesson, ns
 
 

@@ -277,3 +277,44 @@ def vm_rows(records):
 def vm_table(records, label):
     return plots.Table(vm_rows(records), label, title="cudaMallocAsync under a virtual-memory limit (RLIMIT_AS)",
                        columns=["limit", "VmSize after CUDA init, GiB", "VmSize after the allocation, GiB", "result"])
+
+
+# -- the C++ overload, the resident device's access, handle types, cudaFree in both processes ------------------
+
+def overload_text(r) -> str:
+    """pool_overload.cu: where the overload's allocation came from, from the pools' UsedMemCurrent."""
+    grew = r["explicit_used_after"] - r["explicit_used_before"]
+    return (f"cudaMallocAsync(&p, {nbytes(r['bytes'])}, pool, stream): the named pool's UsedMemCurrent grew by "
+            f"{mib(grew):g} MiB, the default pool's by {mib(r['default_used_after'] - r['default_used_before']):g} "
+            f"MiB; the current pool {'stayed' if r['current_is_default'] else 'was no longer'} the default one, and a "
+            f"plain cudaMallocAsync then drew from it ({mib(r['plain_default_used']):g} MiB used)")
+
+
+def revoke_text(records) -> str:
+    return "; ".join(f"{r['pool']} pool: cudaMemPoolSetAccess(device 0, ProtNone) answered {r['set_prot_none']}, "
+                     f"device 0's access {r['access_before']} → {r['access_after']}"
+                     + (f", and a kernel then wrote {'every value' if r.get('wrong') == 0 else 'wrong values'}"
+                        if r["ran"] else ", so no kernel ran")
+                     for r in records) + " (the error code is this driver's: the guide names none)"
+
+
+HANDLE_TYPES = {1: "cudaMemHandleTypePosixFileDescriptor", 2: "cudaMemHandleTypeWin32",
+                4: "cudaMemHandleTypeWin32Kmt", 8: "cudaMemHandleTypeFabric"}
+
+
+def handle_types_text(mask: int) -> str:
+    """cudaDevAttrMemoryPoolSupportedHandleTypes, named bit by bit."""
+    have = [name for bit, name in HANDLE_TYPES.items() if mask & bit]
+    other = [name for bit, name in HANDLE_TYPES.items() if not mask & bit]
+    return (f"this GPU and driver offer {', '.join(have) or 'no handle type'} for pools "
+            f"(cudaDevAttrMemoryPoolSupportedHandleTypes = {mask:#x}); not offered here: {', '.join(other) or 'none'}")
+
+
+def sync_free_text(imp, exp) -> str:
+    gap_us = (exp["free_called_ns"] - imp["freed_at_ns"]) / 1e3
+    return (f"the importer began reading {(imp['read_start_ns'] - exp['written_ns']) / 1e6:.3f} ms after the values "
+            f"were written (GPU clock) and found {imp['mismatches']} wrong of {imp['checked']}; its cudaFree answered "
+            f"{imp['cudaFree']}, the exporter's {exp['cudaFree']}, {gap_us:.0f} µs later (host clock). On this driver, "
+            f"right after the exporter's cudaFree the pool's cudaMemPoolAttrUsedMemCurrent read "
+            f"{mib(exp['used_after_free']):g} MiB (reported, not asserted: the guide does not say when memory freed "
+            "with cudaFree leaves that count)")

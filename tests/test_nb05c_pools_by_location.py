@@ -1,0 +1,113 @@
+"""05c (pools by location): its module's sentences, and its notebook run end to end on hand-typed lines.
+
+Those lines (shaped like pools_by_location.cu's and numa_ipc_pool.cu's output) stay in a temporary recordings folder
+for one test: not a recording, not a figure. Reference recordings are made on a GPU by the recorder.
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from streamalloc import gpu, replay
+from streamalloc.lessons import pools_by_location as L
+from streamalloc.measure import GiB, MiB, Records
+
+NAME = "05c_pools_by_location"
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / f"{NAME}.ipynb"
+BLOCK = 64 * MiB
+
+
+def lines(*records):
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def where_lines(cuda13=True, other="cudaErrorInvalidValue"):
+    if not cuda13:
+        return lines(dict(step="versions", runtime=12080, driver=13000, managed_memory=1, concurrent_managed_access=1,
+                          needs="CUDA 13", why="cudaMemGetDefaultMemPool ... are not in this runtime"))
+    look = lambda place, ok="cudaSuccess", **kw: dict(step="lookup", place=place, default=ok, current=ok,  # noqa: E731
+                                                      current_is_default=ok == "cudaSuccess", **kw)
+    return lines(
+        dict(step="versions", runtime=13000, driver=13000, managed_memory=1, concurrent_managed_access=1,
+             host_numa_id=0, host_memory_pools=1, host_numa_memory_pools=1),
+        look("device 0, pinned", same_as_device_default=True, same_as_device_current=True), look("host, pinned"),
+        look("host NUMA node, pinned"), look("device 0, managed", "cudaErrorNotSupported"),
+        look("no location, managed", "cudaErrorNotSupported"),
+        dict(step="set_current", place="device 0", create="cudaSuccess", set="cudaSuccess", current_is_new_pool=True,
+             device_current_is_new_pool=True, set_other_location=other, still_new_pool=True),
+        dict(step="set_current", place="host", create="cudaSuccess", set="cudaSuccess", current_is_new_pool=True,
+             set_other_location=other, still_new_pool=True),
+        dict(step="allocate", pool="host default", how="cudaMemGetDefaultMemPool(host, pinned)", get_access="cudaSuccess",
+             set_access="cudaSuccess", device_access=True, malloc="cudaSuccess", ran=True, wrong=0, memory_type="host",
+             used=BLOCK),
+        dict(step="allocate", pool="managed", how="cudaErrorNotSupported"),
+        dict(step="query", pool="device 0 default", location_type_query="not available in this runtime"))
+
+
+def numa_lines(ipc=True, mismatches=0):
+    if not ipc:
+        return lines(dict(process="exporter", step="platform", host_numa_id=-1, numa_node=0, ipc=False,
+                          failed_at="cudaMemPoolCreate", error="cudaErrorNotSupported"))
+    return lines(dict(process="exporter", step="platform", host_numa_id=0, numa_node=0, ipc=True),
+                 dict(process="importer", gpu_access_before="none", gpu_access_after="read-write", memory_type="host",
+                      checked=BLOCK // 4, mismatches=mismatches),
+                 dict(process="exporter", step="shared", bytes=BLOCK, gpu_access_before="none",
+                      gpu_access_after="read-write", memory_type="host", reserved=BLOCK, importer_status=0))
+
+
+def test_sentences():
+    recs = Records([json.loads(x) for x in where_lines().splitlines()])
+    assert "a pool of another location answered cudaErrorInvalidValue" in L.set_current_text(recs.where(step="set_current")[0])
+    assert "device 0 default: not available in this runtime" in L.query_text(recs)
+    assert L.needs(json.loads(where_lines(False))) .startswith("needs CUDA 13")
+    assert "failed" not in L.numa_text(*[json.loads(x) for x in numa_lines().splitlines()][::1][:1],
+                                       *[json.loads(x) for x in numa_lines().splitlines()][1:])
+
+
+def programs(tmp_path):
+    from streamalloc.course import written_files
+
+    found = {}
+    for _, file, text in written_files(NOTEBOOK):
+        found[file[:-3]] = tmp_path / file
+        found[file[:-3]].write_text(text)
+    return found
+
+
+def run_notebook(tmp_path, monkeypatch, where, numa):
+    import nbclient
+    import nbformat
+
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.setenv("STREAMALLOC_KEY_FIGURES", str(tmp_path / "key_figures"))
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    monkeypatch.setattr(replay, "_started", set())
+    h100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
+                       driver="580.1", driver_cuda="13.0", nvcc="13.0", memory_free=80 * GiB)
+    found = programs(tmp_path)
+    assert sorted(found) == ["numa_ipc_pool", "pools_by_location"]
+    replay.save(h100, NAME, "pools_by_location", replay.program_key(found["pools_by_location"]), [BLOCK], {"stdout": where})
+    replay.save(h100, NAME, "numa_ipc_pool", replay.program_key(found["numa_ipc_pool"]), [BLOCK], {"stdout": numa})
+    nb = nbformat.read(str(NOTEBOOK), as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    return "\n".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
+                     for cell in nb.cells for out in cell.get("outputs", []))
+
+
+def test_the_notebook_on_canned_output(recordings, tmp_path, monkeypatch):
+    text = run_notebook(tmp_path, monkeypatch, where_lines(), numa_lines())
+    assert "device 0: cudaMemSetMemPool with a pool of that location answered cudaSuccess" in text
+    assert "the importer's kernel found 0 wrong" in text
+
+
+def test_the_notebook_on_a_cuda12_build(recordings, tmp_path, monkeypatch):
+    text = run_notebook(tmp_path, monkeypatch, where_lines(cuda13=False), numa_lines(ipc=False))
+    assert "needs CUDA 13" in text and "cudaMemPoolCreate answered cudaErrorNotSupported" in text
+
+
+def test_a_wrong_pool_accepted_for_another_location_fails(recordings, tmp_path, monkeypatch):
+    import nbclient
+
+    with pytest.raises(nbclient.exceptions.CellExecutionError, match="set_other_location"):
+        run_notebook(tmp_path, monkeypatch, where_lines(other="cudaSuccess"), numa_lines())
