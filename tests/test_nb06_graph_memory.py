@@ -1,7 +1,6 @@
-"""Notebook 06's cells that read sharing.cu, remap.cu, upload.cu, access.cu and compare.cu, run on canned JSON lines shaped like the
+"""Notebook 06's cells that read highwater.cu, sharing.cu, remap.cu, upload.cu, access.cu and compare.cu, run on canned JSON lines shaped like the
 programs' (the numbers are made up for the test, never recorded): a broken table, plot or check shows before a GPU
 run, and a wrong result must fail its check. The programs themselves only run on a GPU."""
-import json
 import sys
 from pathlib import Path
 
@@ -10,19 +9,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "06_graph_memory_nodes.ipynb"
 sys.path.insert(0, str(ROOT))
-import streamalloc as sa  # noqa: E402
+from notebook import StandIn, run_cells as run_notebook_cells, code_cells as notebook_cells  # noqa: E402
 
 MiB = 1 << 20
 
 
-def code_cells():
-    return ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+def code_cells(notebook=NOTEBOOK):
+    return notebook_cells(notebook.stem)
 
 
-def cells_reading(program):
+def cells_reading(program, notebook=NOTEBOOK):
     """The code cells after the %%writefile cell of `program`, up to the next %%writefile."""
     out, inside = [], False
-    for src in code_cells():
+    for src in code_cells(notebook):
         if src.startswith("%%writefile"):
             inside = src.partition("\n")[0].endswith("/" + program)
         elif inside:
@@ -101,34 +100,27 @@ def compare(args, restored=True, graph_faster=False):
     return lines
 
 
-CANNED = {"sharing": sharing, "remap": remap, "upload": upload, "access": access, "compare": compare}
+def highwater(args, accepts_nonzero=False):
+    block = int(args[0])
+    lines = []
+    for who in ("graph", "pool"):
+        for step in ("live", "reset to 0, live", "set to BYTES"):
+            err = "cudaErrorInvalidValue" if step == "set to BYTES" and not accepts_nonzero else "cudaSuccess"
+            lines.append({"what": "mark", "allocator": who, "step": step, "error_used_high": err, "error_reserved_high": err,
+                          "live": block, "used": block, "used_high": block, "reserved": block, "reserved_high": block})
+    return lines
 
 
-class CannedLesson:
-    label = "TEST GPU, replayed from a recording of today (canned output for a unit test)"
-    live = False
-
-    def __init__(self, **bad):
-        self.bad, self.figures = bad, {}
-        self.machine = sa.gpu.Machine(gpu="TEST GPU", memory_free=80 << 30, memory_total=80 << 30)
-
-    def run(self, file, args=(), timeout=120, **_):
-        name, args = Path(file).stem, [str(a) for a in args]
-        lines = CANNED[name](args, **self.bad.get(name, {}))
-        return sa.lesson.Result(name, args, "\n".join(json.dumps(x) for x in lines) + "\n", "", 0.0, True, self.label)
-
-    def key_figure(self, name, value, unit="", band=(0.5, 2.0)):
-        self.figures[name] = (value, unit, band)
+CANNED = {"highwater": highwater, "sharing": sharing, "remap": remap, "upload": upload, "access": access, "compare": compare}
 
 
-def run_cells(program, **bad):
-    import matplotlib
-    matplotlib.use("Agg")
-    ns = {"sa": sa, "lesson": CannedLesson(**bad)}
-    sizes = next(src for src in code_cells() if "BLOCK =" in src and not src.startswith("%%writefile"))
-    for src in [sizes, *cells_reading(program + ".cu")]:
-        exec(compile(src, f"06 cell reading {program}", "exec"), ns)
-    return ns
+def run_cells(program, notebook=NOTEBOOK, canned=None, **bad):
+    """The sizes cell and the cells reading `program`, on a stand-in whose runs print `canned`'s lines (CANNED's by
+    default; `bad`: a program's wrong results, by its name). 06b's tests run its notebook through this too."""
+    canned = CANNED if canned is None else canned
+    lesson = StandIn(ROOT / "build", lambda file, args: canned[Path(file).stem](args, **bad.get(Path(file).stem, {})))
+    sizes = next(src for src in code_cells(notebook) if "BLOCK =" in src and not src.startswith("%%writefile"))
+    return run_notebook_cells(notebook.stem, lesson, [sizes, *cells_reading(program + ".cu", notebook)])
 
 
 # What each program's cells must say on the canned output (BLOCK is 64 MiB on the canned 80 GiB GPU).
@@ -138,7 +130,9 @@ SAYS = {
                 "So: they had shared memory and ran at once: the driver remapped (§16.5)."],
     "remap": ["checked: in all 3 rounds, B's 64 MiB held 0xB0 after A was relaunched",
               "B's launch added no memory in 3 of 3 rounds", "grew the graph allocator's memory in 3",
-              "cudaGraphLaunch of A took 150 µs with B's allocation live against 3 µs for a plain relaunch"],
+              "round 0, the remap: cudaGraphLaunch of A took 150 µs with B's allocation live against 3 µs"],
+    "highwater": ["graph: checked: 0 accepted, 64 MiB refused (cudaErrorInvalidValue)",
+                  "the reset to 0 with 64 MiB live left the marks reading 64 MiB (used) and 64 MiB (reserved)"],
     "upload": ["checked: cudaGraphUpload mapped the memory before the launch, into either stream, as §16.5.1 says, "
                "and so did cudaGraphInstantiateFlagUpload",
                "the launch after a trim spent 400 µs in cudaGraphLaunch and 200 µs on the GPU with nothing before it; "
@@ -173,6 +167,19 @@ def test_the_cells_name_what_the_driver_chose(capsys):
     assert "the upload into s2 saved it too: this driver did not remap on the switch" in capsys.readouterr().out
 
 
+def test_the_remap_round_is_reported_apart_from_the_quiet_rounds(capsys, monkeypatch):
+    def one_remap(args):
+        rounds = remap(args)
+        for r in rounds[1:]:
+            r.update(reserved_after_relaunch=r["reserved_after_b"], held_call_us=[4.0], held_gpu_us=[26.0])
+        return rounds
+    monkeypatch.setitem(CANNED, "remap", one_remap)
+    run_cells("remap")
+    out = capsys.readouterr().out
+    assert "round 0, the remap: cudaGraphLaunch of A took 150 µs" in out
+    assert "the 2 round(s) that remapped nothing (rounds 1, 2): medians 4 µs in the call" in out
+
+
 def test_sharing_reports_a_remap_as_data(capsys):
     run_cells("sharing")
     out = capsys.readouterr().out
@@ -193,6 +200,7 @@ def test_sharing_without_sharing_needs_no_remap(capsys):
     ("access", {"free_first": True}, "the captured free must follow both streams' use"),
     ("access", {"unordered": True}, "a use ordered after the fill read wrong bytes"),
     ("compare", {"restored": False}, "threshold was not put back"),
+    ("highwater", {"accepts_nonzero": True}, "a non-zero high-water mark was accepted"),
 ])
 def test_a_wrong_result_fails_its_check(program, bad, message):
     with pytest.raises(AssertionError, match=message):
