@@ -149,6 +149,23 @@ def lines(*records):
 
 def canned_runs():
     """(program, args, stdout) of every run the notebook makes, as a machine with two peer-capable GPUs prints."""
+    pl = dict(program="peer_link")
+    link = lines(*[r for d, p in ((0, 1), (1, 0)) for r in (
+        dict(pl, part="link", device=d, peer=p, can_access_peer=1, performance_rank=0, access_supported=1,
+             native_atomic_supported=1, cuda_array_access_supported=1),
+        *(dict(pl, part="set_access", device=d, peer=p, pool=pool, can_access_peer=1, set_access="cudaSuccess",
+               next_allocation="cudaSuccess", access_after="read-write") for pool in ("empty", "holding")))])
+    ii = dict(program="invisible_import")
+    invisible = lines(
+        dict(ii, process="exporter", step="platform", uuid0="GPU-00000000-0000-0000-0000-000000000000",
+             uuid1="GPU-11111111-1111-1111-1111-111111111111", can_access_peer_0_1=1, ipc=True),
+        dict(ii, process="importer", step="imported", visible_gpus=1, uuid0="GPU-00000000-0000-0000-0000-000000000000",
+             cudart_version=13000, import_pool="cudaSuccess", get_access_before="cudaSuccess", access_before="none",
+             location_type_query="not built: (CUDART_VERSION < 13020)", import_pointer="cudaSuccess",
+             pointer_attributes="cudaSuccess", ptr_device=-2, ptr_is_device_memory=True, set_access="cudaSuccess",
+             get_access_after="cudaSuccess", access_after="read-write", read="cudaSuccess", elements=N, wrong=0,
+             destroy_pool="cudaSuccess"),
+        dict(ii, process="exporter", step="exported", device=1, bytes=BYTES, importer_freed=True, importer_status=0))
     cd = dict(program="current_device")
     pools = lambda u0, r0, u1, r1: dict(used0=u0, reserved0=r0, used1=u1, reserved1=r1)  # noqa: E731
     current = lines(
@@ -186,17 +203,21 @@ def canned_runs():
                  dict(pf, scenario="peer_stream", wrong=0, free_error="cudaSuccess", used_before_free=BYTES,
                       used_after_sync=0))
     md = dict(program="memcpy_device", elements=N)
-    copies = lines(dict(md, copy="stream_device_current", current_device=1, error="cudaSuccess", wrong=0),
+    copies = lines(dict(md, pointer="p0", stream_device=0, ptr_device=0, ptr_is_device_memory=True),
+                   dict(md, pointer="p1", stream_device=1, ptr_device=1, ptr_is_device_memory=True),
+                   dict(md, copy="stream_device_current", current_device=1, error="cudaSuccess", wrong=0),
                    dict(md, copy="peer_copy", current_device=1, error="cudaSuccess", wrong=0),
-                   dict(md, copy="other_device_current", current_device=0, error="cudaErrorInvalidResourceHandle"))
+                   dict(md, copy="other_device_current", current_device=0, error="cudaErrorInvalidResourceHandle"),
+                   dict(md, after="other_device_current", device0_synchronize="cudaSuccess",
+                        device1_synchronize="cudaSuccess"))
     gp = dict(program="graph_peer", peer_capable=True, elements=N)
     graph = {"node": lines(dict(gp, mode="node", error="cudaSuccess", wrong=0)),
              "before": lines(dict(gp, mode="before", error="cudaSuccess", wrong=0)),
              "after": lines(dict(gp, mode="after", error="cudaErrorIllegalAddress", device0_synchronize="cudaSuccess"))}
-    return [("current_device", [BYTES], current), ("pool_access", ["peer", BYTES], peer),
+    return [("peer_link", [2 * MiB], link), ("current_device", [BYTES], current), ("pool_access", ["peer", BYTES], peer),
             ("pool_access", ["pool", BYTES], pool), ("access_cost", [MAX_BYTES, REPS], lines(*grants, *misses)),
             ("peer_free", [BYTES, SPIN_MS], free), ("memcpy_device", [BYTES], copies),
-            *(("graph_peer", [mode, BYTES], out) for mode, out in graph.items())]
+            *(("graph_peer", [mode, BYTES], out) for mode, out in graph.items()), ("invisible_import", [BYTES], invisible)]
 
 
 def notebook_programs(tmp_path) -> dict[str, Path]:
@@ -234,7 +255,7 @@ def test_the_notebook_says_it_has_not_yet_run_and_shows_nothing_measured(recordi
     replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
     text, images = run_notebook({"STREAMALLOC_MODE": "replay", "STREAMALLOC_RECORDINGS": str(recordings)}, monkeypatch)
     assert "THIS LESSON HAS NOT YET RUN ON TWO GPUs" in text and images == 0
-    assert text.count("not run, because this lesson has not yet run on two GPUs") == 6
+    assert text.count("not run, because this lesson has not yet run on two GPUs") == 8
     assert "Nothing was measured" in text and "needs 2 GPUs; replayed" not in text
 
 
@@ -243,7 +264,8 @@ def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch
     monkeypatch.setattr(replay, "_started", set())
     replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})
     programs = notebook_programs(tmp_path)
-    assert sorted(programs) == ["access_cost", "current_device", "graph_peer", "memcpy_device", "peer_free", "pool_access"]
+    assert sorted(programs) == ["access_cost", "current_device", "graph_peer", "invisible_import", "memcpy_device",
+                                "peer_free", "peer_link", "pool_access"]
     key_of = start()
     h200 = gpu.Machine(**{**H200.to_dict(), "memory_free": H200_FREE})
     for name, args, stdout in canned_runs():
@@ -253,13 +275,17 @@ def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch
     assert images == 1  # the access-cost figure
     assert "2x NVIDIA H200, needs 2 GPUs; replayed from a recording of 2026-02-02" in text
     assert "returned memory of device 1" in text and "ended in cudaErrorIllegalAddress" in text
-    assert "a pool miss mapped for device 1 took 2.0" in text and "after the other pool's" in text
-    assert "both orders agree: the mapped pool's miss was slower" in text
+    assert "2 of 2 ordered pairs are peer capable" in text and "which this machine does not have" in text
+    assert "a pool miss mapped for device 1 took 2.00x the time of an unmapped one" in text
+    assert "at 8 GiB, 2.00x (slower)" in text
     assert f"without the event {N} elements were overwritten" in text
     assert "with another device current: cudaErrorInvalidResourceHandle" in text
     assert "node API with device 1 in accessDescs: all" in text
     assert "access set after the capture: cudaErrorIllegalAddress" in text
     assert "with the access set after the capture: cudaErrorIllegalAddress" in text
+    assert "both devices still synchronized without an error" in text
+    assert "its one GPU is device 0 (the same UUID)" in text and "cudaMemPoolSetAccess for device 0 returned cudaSuccess" in text
+    assert "the importer read the values (cudaSuccess, 0 wrong)" in text
 
 
 def test_the_grant_sentence_says_what_the_data_did():
@@ -278,18 +304,34 @@ def test_the_grant_sentence_says_what_the_data_did():
     assert "it grew from 18 to 8202 µs" in growing and "does not grow" not in growing
 
 
-def test_the_miss_table_splits_by_what_went_before():
-    """access_cost.cu's order: at even repeats device 0's miss follows its own pool's, at odd ones the mapped one's."""
+def test_the_miss_table_calls_a_difference_only_beyond_the_quartiles():
+    """access_cost.cu times each miss after an untimed miss of the same pool: one ratio per size, and 'slower' or
+    'faster' only where the two pools' quartiles do not overlap."""
     from streamalloc.lessons import two_gpus as T
     from streamalloc.measure import Records
 
-    plain = [100.0, 80.0, 100.0, 80.0, 100.0]   # faster right after the mapped pool's miss (odd repeats)
-    mapped = [120.0, 110.0, 120.0, 110.0, 120.0]
-    rows = T.miss_rows(Records([{"part": "miss", "size": 8 * GiB, "peer_mapped": False, "us": plain},
-                                {"part": "miss", "size": 8 * GiB, "peer_mapped": True, "us": mapped}]))
-    own, other = T.miss_ratios(rows[0])
-    assert (own, other) == (110.0 / 100.0, 120.0 / 80.0)
-    assert "at 8 GiB both orders agree: the mapped pool's miss was slower" in T.miss_text(rows)
-    flat_own = T.miss_rows(Records([{"part": "miss", "size": 8 * GiB, "peer_mapped": m, "us": u} for m, u in
-                                    ((False, [100.0, 80.0, 100.0]), (True, [110.0, 102.0, 110.0]))]))
-    assert "the orders disagree (within 5% like with like, slower after the other pool's miss)" in T.miss_text(flat_own)
+    def rows(plain, mapped):
+        return T.miss_rows(Records([{"part": "miss", "size": 8 * GiB, "peer_mapped": m, "us": u}
+                                    for m, u in ((False, plain), (True, mapped))]))
+    slower = rows([100.0, 101.0, 99.0, 100.0, 102.0], [120.0, 121.0, 119.0, 122.0, 120.0])
+    assert slower[0]["ratio"] == 120.0 / 100.0 and slower[0]["said"] == "slower"
+    assert "at 8 GiB, 1.20x (slower)" in T.miss_text(slower)
+    overlap = rows([100.0, 80.0, 100.0, 80.0, 100.0], [110.0, 95.0, 90.0, 105.0, 99.0])
+    assert overlap[0]["said"] == "within the spread" and "(within the spread)" in T.miss_text(overlap)
+    assert rows([100.0] * 3, [50.0] * 3)[0]["said"] == "faster"
+
+
+def test_the_link_sentence_for_gpus_that_are_not_peer_capable():
+    """§15.10's failures, as a machine whose GPUs cannot reach each other would print them (canned, typed here)."""
+    from streamalloc.lessons import two_gpus as T
+
+    links = [{"device": d, "peer": p, "can_access_peer": 0, "performance_rank": 0, "native_atomic_supported": 0}
+             for d, p in ((0, 1), (1, 0))]
+    tries = [{"device": 0, "peer": 1, "pool": "empty", "can_access_peer": 0, "set_access": "cudaSuccess",
+              "next_allocation": "cudaErrorInvalidDevice"},
+             {"device": 0, "peer": 1, "pool": "holding", "can_access_peer": 0, "set_access": "cudaErrorInvalidDevice",
+              "next_allocation": "cudaSuccess"}]
+    text = T.link_text(links, tries)
+    assert text.startswith("0 of 2 ordered pairs are peer capable")
+    assert "0 on 1's empty pool: set access cudaSuccess, next allocation cudaErrorInvalidDevice" in text
+    assert "0 on 1's holding pool: set access cudaErrorInvalidDevice" in text

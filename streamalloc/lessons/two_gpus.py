@@ -1,6 +1,6 @@
 """Lesson 05b's plumbing: where the numbers come from (two GPUs, or a recording made on two), and
-current_device.cu, pool_access.cu, access_cost.cu, peer_free.cu, memcpy_device.cu and graph_peer.cu's records
-turned into tables, a figure and sentences.
+peer_link.cu, current_device.cu, pool_access.cu, access_cost.cu, peer_free.cu, memcpy_device.cu, graph_peer.cu and
+invisible_import.cu's records turned into tables, a figure and sentences.
 
 The CUDA, the runs, the assertions and the calls that draw stay in notebooks/05b_two_gpus.ipynb. Every sentence
 here is computed from the records it is given: where the data could say two things, it says which.
@@ -38,6 +38,39 @@ def capable(*results) -> bool:
 
 
 NOT_CAPABLE = "The two GPUs of the recording cannot access each other (cudaDeviceCanAccessPeer is 0): nothing to check."
+
+
+# -- the link ---------------------------------------------------------------------------------------------
+
+def link_table(links, label):
+    return plots.Table(links, label, title="Each ordered pair of GPUs: cudaDeviceCanAccessPeer and cudaDeviceGetP2PAttribute",
+                       columns=["device", "peer", "can_access_peer", "performance_rank", "access_supported",
+                                "native_atomic_supported", "cuda_array_access_supported"])
+
+
+def set_access_table(tries, label):
+    return plots.Table(tries, label, title="cudaMemPoolSetAccess without checking the peer capability first (§15.10): "
+                                           "a pool of `peer`, access for `device`",
+                       columns=["device", "peer", "can_access_peer", "pool", "set_access", "next_allocation",
+                                "access_after"])
+
+
+def link_text(links, tries) -> str:
+    """What the link table says, and which of §15.10's two cases this machine could show."""
+    capable = [r for r in links if r["can_access_peer"]]
+    ranks = sorted({r["performance_rank"] for r in links})
+    out = (f"{len(capable)} of {len(links)} ordered pairs are peer capable (cudaDeviceCanAccessPeer); performance "
+           f"rank {', '.join(map(str, ranks))}; native atomics on {sum(r['native_atomic_supported'] == 1 for r in links)} "
+           f"of {len(links)} pairs.")
+    if len(capable) == len(links):
+        ok = all(r["set_access"] == r["next_allocation"] == "cudaSuccess" for r in tries)
+        return out + (f"\nEvery pair is peer capable, so cudaMemPoolSetAccess {'succeeded' if ok else 'did not always succeed'} "
+                      "on empty pools and on pools holding memory alike: the failures §15.10 describes (cudaErrorInvalidDevice, "
+                      "or a next allocation that fails) need GPUs that are not peer capable, which this machine does not have.")
+    bad = [r for r in tries if not r["can_access_peer"]]
+    return out + "\nNot peer capable: " + "; ".join(
+        f"{r['device']} on {r['peer']}'s {r['pool']} pool: set access {r['set_access']}, next allocation {r['next_allocation']}"
+        for r in bad) + "."
 
 
 # -- 1. allocation ignores the current device -----------------------------------------------------------
@@ -124,30 +157,24 @@ def grant_table(grants, label):
 
 
 def miss_rows(misses) -> list[dict]:
-    """Median miss times per allocation size, split by what went just before. access_cost.cu's pools take turns:
-    an untimed round (mapped, then device 0 only), then at every even repeat device 0's pool first, at every odd
-    one the mapped pool first. So at an even repeat device 0's miss follows one of its own pool and the mapped
-    pool's follows device 0's; at an odd repeat the other way round."""
+    """Per allocation size: the median host time of a miss in each pool (with its quartiles), and their ratio.
+    access_cost.cu times each miss right after an untimed miss of the same pool, so like is set beside like."""
     rows = []
     for size in sorted({r["size"] for r in misses}):
-        plain, mapped = (misses.one(size=size, peer_mapped=m)["us"] for m in (False, True))
-        own = (med(plain[0::2]), med(mapped[1::2]))    # each after a miss of its own pool
-        other = (med(plain[1::2]), med(mapped[0::2]))  # each after a miss of the other pool
+        plain, mapped = (summary(misses.one(size=size, peer_mapped=m)["us"]) for m in (False, True))
         rows.append({"allocation": nbytes(size),
-                     "after its own: device 0 only, µs": own[0], "after its own: mapped, µs": own[1],
-                     "after its own: ratio": own[1] / own[0],
-                     "after the other's: device 0 only, µs": other[0], "after the other's: mapped, µs": other[1],
-                     "after the other's: ratio": other[1] / other[0]})
+                     "device 0 only: median µs": plain["median"], "device 0 only: p25-p75 µs": f"{plain['p25']:.0f}-{plain['p75']:.0f}",
+                     "mapped: median µs": mapped["median"], "mapped: p25-p75 µs": f"{mapped['p25']:.0f}-{mapped['p75']:.0f}",
+                     "ratio": mapped["median"] / plain["median"],
+                     "said": ("slower" if mapped["p25"] > plain["p75"] else "faster" if mapped["p75"] < plain["p25"]
+                              else "within the spread")})
     return rows
 
 
 def miss_table(rows, label):
-    return plots.Table(rows, label, title="A pool miss, median host time, by the miss that went just before it")
-
-
-def miss_ratios(row) -> tuple[float, float]:
-    """(mapped / device 0 only after each pool's own miss, the same after the other pool's)."""
-    return row["after its own: ratio"], row["after the other's: ratio"]
+    return plots.Table(rows, label, title="A pool miss, host time, each after an untimed miss of the same pool",
+                       columns=["allocation", "device 0 only: median µs", "device 0 only: p25-p75 µs", "mapped: median µs",
+                                "mapped: p25-p75 µs", "ratio", "said"])
 
 
 def grant_findings(grants) -> dict:
@@ -177,21 +204,11 @@ def grant_text(g) -> str:
 
 
 def miss_text(rows) -> str:
-    """What a peer mapping added to a miss, like with like (each miss after one of its own pool) and in the other
-    order, and whether the two orders agree."""
-    def said(r):
-        return "slower" if r > 1.05 else "faster" if r < 0.95 else "within 5%"
-    parts = [f"at {row['allocation']}, {miss_ratios(row)[0]:.2f}x after its own pool's miss and {miss_ratios(row)[1]:.2f}x "
-             "after the other's" for row in (rows[0], rows[-1])]
-    own, other = miss_ratios(rows[-1])
-    if said(own) == said(other):
-        verdict = f"at {rows[-1]['allocation']} both orders agree: the mapped pool's miss was {said(own)}"
-    else:
-        verdict = (f"at {rows[-1]['allocation']} the orders disagree ({said(own)} like with like, {said(other)} after the "
-                   "other pool's miss): the miss before changes the next one's time, so the like-with-like figure is the "
-                   "fairer measure of the mapping")
-    return ("A miss in the pool mapped for device 1, against the unmapped pool's: " + "; ".join(parts) + f". So {verdict} "
-            "(this driver's figures, not a promise of the guide).")
+    """What a peer mapping added to a miss, at the smallest and the largest allocation: slower or faster only where
+    the quartiles do not overlap."""
+    parts = [f"at {row['allocation']}, {row['ratio']:.2f}x ({row['said']})" for row in (rows[0], rows[-1])]
+    return ("A miss in the pool mapped for device 1, against the unmapped pool's, each after a miss of its own pool: "
+            + "; ".join(parts) + " (this driver's figures, not a promise of the guide).")
 
 
 # -- 4. a free after another GPU's use --------------------------------------------------------------------
@@ -214,15 +231,26 @@ def peer_free_text(ev, no_ev, ps) -> str:
 
 # -- 5. the copy and the current device ---------------------------------------------------------------------
 
+def pointer_table(mc):
+    return plots.Table([r for r in mc.records.where(program="memcpy_device") if "pointer" in r], mc.label,
+                       title="Where each allocation lives, as cudaPointerGetAttributes says (§15.13.4)",
+                       columns=["pointer", "stream_device", "ptr_device", "ptr_is_device_memory"])
+
+
 def memcpy_table(mc):
-    return plots.Table(mc.records.where(program="memcpy_device"), mc.label, title="Async copies of device 1's pool memory",
+    return plots.Table([r for r in mc.records.where(program="memcpy_device") if "copy" in r], mc.label,
+                       title="Async copies of device 1's pool memory",
                        columns=["copy", "current_device", "error", "elements", "wrong"])
 
 
-def memcpy_text(other) -> str:
+def memcpy_text(other, after) -> str:
+    works = after["device0_synchronize"] == after["device1_synchronize"] == "cudaSuccess"
     return (f"With device 0 current, cudaMemcpyAsync on device 1's stream ended in {other['error']}"
             + (f", {other['wrong']} of {other['elements']} elements wrong" if "wrong" in other else "")
-            + ": this driver's behaviour; the guide says to make the stream's device current.")
+            + ": this driver's behaviour; the guide says to make the stream's device current. After it, "
+            + ("both devices still synchronized without an error (the error was not sticky), and the program freed "
+               "everything." if works else f"device 0 synchronized with {after['device0_synchronize']} and device 1 with "
+               f"{after['device1_synchronize']}: the process's CUDA work was broken, so it left without cleaning up."))
 
 
 # -- 6. graph allocations and peer access -------------------------------------------------------------------
@@ -236,14 +264,59 @@ def graph_text(node, before, after_capture) -> str:
     return (f"node API with device 1 in accessDescs: all {node['elements']} values read; access set before the "
             f"capture: all {before['elements']} read; access set after the capture: {after_capture['error']}"
             + (f", {after_capture['wrong']} wrong" if "wrong" in after_capture else "")
-            + " (this driver: §16.7.2 says the graph maps for device 0 only, and relying on any extra mapping is an error).")
+            + " (what this driver did: §16.7.2 says the graph maps the allocation for device 0 only, and §16.7 that an "
+            "address reused by graph allocations may carry other mappings, but \"relying on these extra mappings is still "
+            "an error\").")
+
+
+# -- 7. a pool from a GPU the importer cannot see --------------------------------------------------------------
+
+IMPORT_COLUMNS = ["device_count", "visible_gpus", "import_pool", "get_access_before", "access_before", "location_type_query",
+                  "location_type", "location_invisible", "import_pointer", "pointer_attributes", "ptr_device",
+                  "set_access", "access_after", "read", "elements", "wrong", "destroy_pool"]
+
+
+def import_table(got, label):
+    """The importer's steps, one row each: the call, and what it returned or said."""
+    rows = [{"step": k, "answer": got[k]} for k in IMPORT_COLUMNS if k in got]
+    return plots.Table(rows, label, title="The importer, started with CUDA_VISIBLE_DEVICES = device 0's UUID; the pool "
+                                          "is device 1's", columns=["step", "answer"])
+
+
+def import_text(platform, got, done) -> str:
+    seen = ("its one GPU is device 0 (the same UUID)" if got["visible_gpus"] == 1 and got.get("uuid0") == platform["uuid0"]
+            else f"it saw {got['visible_gpus']} GPUs")
+    out = (f"The importer ran with CUDA_VISIBLE_DEVICES={platform['uuid0']}: {seen}. Importing device 1's pool returned "
+           f"{got['import_pool']}")
+    if got["import_pool"] == "cudaSuccess":
+        out += (f"; its access from device 0 was '{got['access_before']}' ({got['get_access_before']}); importing the pointer "
+                f"returned {got['import_pointer']}")
+        if "ptr_device" in got:
+            out += f", whose attributes name device {got['ptr_device']}, in a process whose only GPU is device 0"
+        if "set_access" in got:
+            out += f"; cudaMemPoolSetAccess for device 0 returned {got['set_access']} ('{got['access_after']}')"
+        if "read" in got:
+            out += (f"; device 0's kernel read the pool's memory with {got['read']}"
+                    + (f", {got['wrong']} of {got['elements']} values wrong" if "wrong" in got else ""))
+    out += (f". The pool's location type: {got['location_type_query']}"
+            + (f" ({got['location_type']}, invisible: {got['location_invisible']})" if "location_type" in got else "")
+            + f". The importer exited with {done['importer_status']}; then the exporter freed.")
+    return out
 
 
 # -- what was measured ----------------------------------------------------------------------------------
 
 def conclusion(label, f: dict) -> str:
     """The lesson's findings, from the values the notebook's cells read (keys missing where not measured)."""
-    out = [f"Measured on {label}.",
+    out = [f"Measured on {label}."]
+    if "links" in f:
+        capable = sum(bool(r["can_access_peer"]) for r in f["links"])
+        failed = [r for r in f["tries"] if not r["can_access_peer"]]
+        out.append(f"- The link (15.10): {capable} of {len(f['links'])} ordered pairs peer capable; cudaMemPoolSetAccess "
+                   "on a peer-capable pair succeeded on empty pools and pools holding memory alike; "
+                   + (f"on the others it, or the next allocation, failed ({len(failed)} tries)." if failed else
+                      "what fails between GPUs that are not peer capable is cited, not shown (no such pair here)."))
+    out += [
            f"- Allocation follows the stream (seed 000, 15.3): with device 0 current, cudaMallocAsync on device 1's "
            f"stream returned memory of device {f['on1']['ptr_device']} (cudaPointerGetAttributes, 15.13.4); only device "
            "1's pool statistics moved."]
@@ -255,8 +328,7 @@ def conclusion(label, f: dict) -> str:
                 f"- Access costs: cudaMemPoolSetAccess took {g['empty_us']:.0f} µs on an empty pool and {g['low_us']:.0f} to "
                 f"{g['high_us']:.0f} µs on pools with {nbytes(g['first']['reserved'])} to {nbytes(g['last']['reserved'])} "
                 f"reserved (15.10 advises setting it once); at {last['allocation']} a pool miss mapped for device 1 took "
-                f"{miss_ratios(last)[0]:.2f}x the time of an unmapped one after its own pool's miss, "
-                f"{miss_ratios(last)[1]:.2f}x after the other pool's."]
+                f"{last['ratio']:.2f}x the time of an unmapped one, each after a miss of its own pool ({last['said']})."]
     if "ev" in f:
         out.append(f"- A free ordered after device 1's use by an event left the next allocation intact ({f['ev']['wrong']} "
                    f"wrong); without the event {f['no_ev']['wrong']} elements were overwritten; a free on device 1's stream "
@@ -265,6 +337,14 @@ def conclusion(label, f: dict) -> str:
         out.append(f"- Graph allocations (16.7): device 1 read one made with accessDescs ({f['node']['error']}) and one "
                    f"captured with the pool's access set before the capture ({f['before']['error']}); with the access set "
                    f"after the capture: {f['after_capture']['error']}.")
-    out.append(f"- Copies (15.13.1): with the stream's device current {f['right']['wrong']} wrong, cudaMemcpyPeerAsync "
-               f"from the other device {f['peer_copy']['wrong']} wrong; with another device current: {f['other']['error']}.")
+    out.append(f"- Copies (15.13.1, 15.13.4): each pointer's attributes named its allocation's device, which the copies "
+               f"made current or passed to cudaMemcpyPeerAsync; with the stream's device current {f['right']['wrong']} "
+               f"wrong, cudaMemcpyPeerAsync from the other device {f['peer_copy']['wrong']} wrong; with another device "
+               f"current: {f['other']['error']}.")
+    if "imported" in f:
+        got = f["imported"]
+        out.append(f"- A pool of a GPU the importer cannot see (15.11.2): the import returned {got['import_pool']}"
+                   + (f"; after cudaMemPoolSetAccess for its own GPU ({got['set_access']}) the importer read the values "
+                      f"({got.get('read', 'not read')}, {got.get('wrong', '-')} wrong)" if "set_access" in got else "")
+                   + f"; location type: {got['location_type_query']}.")
     return "\n".join(out)
