@@ -190,9 +190,9 @@ def lab_outcome(path: Path) -> tuple[str, str]:
     import nbformat
 
     for _, cell in source_cells(nbformat.read(str(path), as_version=4)):
-        if cell.cell_type != "code" or cell.metadata.get("expected_exception") != "LabIncomplete" \
-                or cell.get("execution_count") is None:
-            continue
+        if cell.cell_type != "code" or cell.get("execution_count") is None or not (
+                "check" in cell.metadata.get("tags", []) or cell.metadata.get("expected_exception") == "LabIncomplete"):
+            continue  # a lab's check cell: tagged `check` (a solution's) or raising LabIncomplete (a lab's)
         outputs = cell.get("outputs", [])
         text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream").splitlines()
         error = next((o for o in outputs if o.get("output_type") == "error"), None)

@@ -24,7 +24,6 @@ and tests/test_checks.py feeds the run-time half canned output of such answers i
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import subprocess
@@ -44,6 +43,7 @@ live_only = pytest.mark.skipif(not LIVE, reason="only a run on a GPU catches thi
                                                 "cannot run code other than the recorded solution's")
 sys.path.insert(0, str(ROOT / "tools"))
 from make_labs import BEGIN, END  # noqa: E402  the generator's own markers of a solution region
+from notebook import CLEAN, StandIn, run_cells  # noqa: E402,F401  (CLEAN: for the lab tests)
 
 
 def slug(text: str) -> str:
@@ -111,6 +111,14 @@ class Lab:
             if file == self.file:
                 return edit(text) if edit else text
         raise LookupError(f"{self.solution.name} has no %%writefile cell for {self.file}")
+
+    def canned(self, tmp_path, records, sanitizer_output: str = CLEAN, edit=None, name: str = "stand-in",
+               calls=None) -> StandIn:
+        """A lesson whose self.file is the solution's CUDA (with `edit` applied), whose runs print `records` as a GPU's
+        would, whose sanitizer run prints `sanitizer_output` (with `canned_measure`) and whose traced runs record
+        `calls(args)` (None: not recorded). `name` "stand-in" makes it the learner's code, the lab's the course's."""
+        return StandIn(tmp_path, lambda file, args: records, live=True, name=name, files={self.file: self.cuda(edit)},
+                       calls=calls, sanitizer_output=sanitizer_output)
 
     def check(self, case: str, edit=None) -> Check:
         """Run the check on the lab (case "lab"), the solution ("solution"), or the solution with `edit`
@@ -268,7 +276,7 @@ def in_process(notebook: Path, nb, case: str) -> Check:
             printed.seek(0)  # the set-up's banner is the set-up cell's output, not the check's
             printed.truncate()
             try:
-                exec(compile(check.source, f"{notebook.name}: the check cell", "exec"), {"sa": sa, "lesson": lesson})
+                run_cells(notebook.stem, lesson, [check.source])
                 result = Check(None, "", printed.getvalue())
             except Exception as e:  # noqa: BLE001  the check's verdict, as the kernel's error output gives it
                 result = Check(type(e).__name__, str(e), printed.getvalue())
@@ -295,53 +303,37 @@ def _write(notebook: Path, case: str, outputs, result: Check, here: str = "in a 
 
 
 # -- canned runs: a check's run-time half fed the lines a GPU's run would print ------------------------------
-CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+RACE_REPORT = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at consume(const int *, int *, int, unsigned int)+0x1f0 in race.cu:41
+=========     by thread (3,0,0) in block (0,0,0)
+=========     Address 0x7f3a00000000 is out of bounds
+=========
+========= Use-after-free on allocation of size 65,536 bytes at 0x7f3a00000000
+=========     Address 0x7f3a00000000 is potentially accessed after it is free'd
+=========
+========= ERROR SUMMARY: 2 errors
+"""  # compute-sanitizer on a use after a free it is not ordered before
 
 
-class CannedLesson:
-    """A lesson whose CUDA file is `lab`'s solution (or an edit of it) and whose runs print `records`, as a GPU's
-    would; its sanitizer run prints `sanitizer_output` (with `canned_measure`). `name` is the lesson's name: a
-    solution's name makes it the course's own code, None the learner's."""
+def verdict_of(check, lesson) -> str:
+    """The check's error message ('' if it passed)."""
+    from streamalloc import checks
 
-    live = True
-
-    def __init__(self, tmp_path, lab: Lab, records, sanitizer_output: str = CLEAN, edit=None, name="canned",
-                 calls=None):
-        from streamalloc.lesson import Result
-
-        self._result = Result
-        self.path = tmp_path / lab.file
-        self.path.write_text(lab.cuda(edit))
-        self.stdout = "".join(json.dumps(r) + "\n" for r in records)
-        self.sanitizer_output = sanitizer_output
-        self.name = name
-        # the record of the CUDA calls a traced run makes (streamalloc.calls): a function of the run's arguments
-        # giving the recorder's lines (dicts), or None: then a traced run is not recorded (the order is unverified)
-        self.calls = calls
-
-    def source(self, file):
-        return self.path
-
-    def compile(self, file, flags=()):
-        return Path("canned")
-
-    def run(self, file, args=(), timeout=120, flags=(), trace=False):
-        if not trace:
-            return self._result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
-        if self.calls is None:
-            from streamalloc.errors import MissingRecording
-            raise MissingRecording("a canned lesson records no calls")
-        lines = self.calls(list(args))
-        return self._result(file, list(args), "", "", 0.1, False, "a canned run",
-                            call_record="".join(json.dumps(x) + "\n" for x in lines))
+    try:
+        check(lesson)
+    except checks.LabIncomplete as e:
+        return str(e)
+    return ""
 
 
 def canned_measure(command: str, returncode: int):
-    """A stand-in for sanitizer.measure: a CannedLesson's sanitizer output; any other lesson measures as usual."""
+    """A stand-in for sanitizer.measure: a stand-in lesson's sanitizer output; any other lesson measures as usual."""
     from streamalloc.lesson import Result
 
     def measure(lesson, file, args=(), tool_args=(), name="sanitizer", timeout=300, flags=()):
-        if not isinstance(lesson, CannedLesson):
+        if not isinstance(lesson, StandIn) or lesson.sanitizer_output is None:
             return lesson.measure(name, None)
         data = {"output": lesson.sanitizer_output, "returncode": returncode, "version": "canned", "command": command}
         return Result(name, [], "", "", 0.1, False, "a canned run", data)

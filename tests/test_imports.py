@@ -1,4 +1,4 @@
-"""Importing the package is cheap: `python -m streamalloc info` loads neither IPython nor matplotlib (issue 11 §4),
+"""Importing the package is cheap: `python -m streamalloc info` loads neither IPython nor matplotlib,
 and the modules that need them still load on first use."""
 import subprocess
 import sys

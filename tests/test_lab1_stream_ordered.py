@@ -130,7 +130,7 @@ RIGHT = {  # name -> the edit of the solution's pipeline.cu
     } while (++it < iters);
 """),
     "a for loop without braces, the work in a helper": braceless,
-    # -- issue 29: styles no earlier test used --------------------------------------------------------------------
+    # -- styles no answer above uses -------------------------------------------------------------------------------
     "a CHECK-like macro of its own": both(before_function(
         "#define TRY(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::fprintf(stderr, \"%s\\n\", "
         "cudaGetErrorString(e_)); std::exit(1); } } while (0)\n\n"), body(
@@ -316,21 +316,23 @@ def test_freeing_only_the_last_buffer_is_a_leak():
         assert "All checks passed" not in check.printed and NOT_VERIFIED in check.printed, check.printed
 
 
-# -- issue 19: wrong answers and right ones written differently, judged in process on canned runs ----------------
-# Each answer goes through labchecks.lab1 with the output a GPU's run of it would print (CannedLesson) and no record
+# -- wrong answers and right ones written differently, judged in process on canned runs -------------------------
+# Each answer goes through labchecks.lab1 with the output a GPU's run of it would print (Lab.canned) and no record
 # of its calls (as in replay of code other than the solution): the run's findings decide, and the reading's
-# objections are shown beside them, marked "reading", never deciding (issue 29).
+# objections are shown beside them, marked "reading", never deciding.
 
-from labcheck import CLEAN, CannedLesson, canned_measure  # noqa: E402
+from labcheck import CLEAN, RACE_REPORT, canned_measure, verdict_of  # noqa: E402
 from streamalloc import checks, labchecks, sanitizer  # noqa: E402
 
 MiB = 1 << 20
 WANT = 25165824 + MiB  # slot 0: factor 1 times the input's sum, plus n
 
 
-def run_lines(free_waits=True, leaked=0, yours=10.1, others=(76.0, 8.6)):
+def run_lines(free_waits=True, leaked=0, yours=10.1, others=(76.0, 8.6), bad_slots=0, spread=0.0):
     """What pipeline.cu prints on an H100 for an answer: a right one, one whose free does not wait (the probe's
-    reduce sums the other stream's -1s), or one that leaks (the program stops before timing)."""
+    reduce sums the other stream's -1s), one that leaks (the program stops before timing), or one whose results
+    are wrong in `bad_slots` slots; `others` the µs of the original and the limit, each version's repeats `spread`
+    (a share) around its µs."""
     out = [{"what": "memory", "version": v, "pool_used_before": 0, "pool_used_after": leaked if v == "stream_ordered"
             else 0, "pool_reserved": 4 * MiB} for v in ("original", "preallocated", "stream_ordered")]
     if leaked:
@@ -339,27 +341,18 @@ def run_lines(free_waits=True, leaked=0, yours=10.1, others=(76.0, 8.6)):
                 "errors": 0 if free_waits else 1, "expected": WANT, "got": WANT if free_waits else 2**64 - MiB})
     for version, us in (("original", others[0]), ("preallocated", others[1]), ("stream_ordered", yours)):
         out.append({"what": "time", "version": version, "bytes": 4 * MiB, "iterations": 200,
-                    "us_per_iteration": [us] * 9})
-        out.append({"what": "result", "version": version, "slots": 1800, "errors": 0, "first_bad": -1,
-                    "expected": 0, "got": 0})
+                    "us_per_iteration": [us * (1 + spread * (k % 3 - 1)) for k in range(9)]})
+        bad = bad_slots if version == "stream_ordered" else 0
+        out.append({"what": "result", "version": version, "slots": 1800, "errors": bad, "first_bad": 7 if bad else -1,
+                    "expected": 50 if bad else 0, "got": 0})
     return out
-
-
-class Unrecorded(CannedLesson):
-    """A canned run with no record of its calls: its traced runs are not replayable."""
-
-    def run(self, file, args=(), timeout=120, flags=(), trace=False):
-        if trace:
-            from streamalloc.errors import MissingRecording
-            raise MissingRecording("no recording of this code's traced run")
-        return super().run(file, args, timeout, flags)
 
 
 def judged(tmp_path, edit, lines, monkeypatch, capsys):
     """(the check's error message or '', what it printed) for the answer `edit` whose run printed `lines`."""
     monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer pipeline 65536 4 1", 0))
     try:
-        labchecks.lab1(Unrecorded(tmp_path, LAB, lines, CLEAN, edit))
+        labchecks.lab1(LAB.canned(tmp_path, lines, CLEAN, edit))  # no record of its calls
         said = ""
     except checks.LabIncomplete as e:
         said = str(e)
@@ -447,7 +440,7 @@ def test_on_a_canned_run_a_wrong_answer_is_told_why(name, tmp_path, monkeypatch,
 @pytest.mark.parametrize("name", [n for n, a in ANSWERS_WRONG.items() if a[3] == "reading"])
 def test_on_a_canned_run_the_reading_explains_a_wrong_answer_never_passes_it(name, tmp_path, monkeypatch, capsys):
     """Were its run to show nothing (timing luck) and no record be there, the reading names what it sees, marked
-    "reading" (issue 29: it never decides alone), and the verdict is not "All checks passed"."""
+    "reading" (it never decides alone), and the verdict is not "All checks passed"."""
     edit, _, words, _ = ANSWERS_WRONG[name]
     said, printed = judged(tmp_path, edit, run_lines(), monkeypatch, capsys)
     assert said == "" and "All checks passed" not in printed and "not verified" in printed, printed
@@ -537,3 +530,49 @@ def test_live_a_free_on_another_stream_after_an_event_is_right_and_only_its_spee
     wrong = [w for w in check.evalue.split("; ") if not w.startswith(("speed:", "1 thing still wrong: speed:"))]
     assert check.ename in (None, "LabIncomplete") and not (check.ename and wrong), check.evalue
     assert "result (yours): all" in check.printed and "no leak" in check.printed, check.printed
+
+# -- the run-time half on canned output: what a GPU's run of an answer prints decides -----------------------------
+def test_canned_speed_is_judged_against_the_limit(tmp_path, capsys, canned_sanitizer):
+    # an H100-like run of the solution, and of an answer whose host waits in every iteration
+    assert verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=10.1, others=(98.0, 8.8), spread=0.01))) == ""
+    out = capsys.readouterr().out
+    assert "the limit plus 3.6 µs" in out and "WRONG" not in out  # no record here: the order is not verified
+    slow = verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=15.0, others=(98.0, 8.8), spread=0.01)))
+    assert "speed: the original takes 98.0 µs per iteration, the limit" in slow and "yours 15.0 µs" in slow
+    # a T4-like run, where the kernels dominate: a quarter of the limit is the allowance
+    assert verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=55.0, others=(160.0, 52.0), spread=0.01))) == ""
+    assert "speed" in verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=70.0, others=(160.0, 52.0), spread=0.01)))
+    wrong = verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=10.1, others=(98.0, 8.8), spread=0.01, bad_slots=3)))
+    assert "result (yours): output slot 7 is 0, expected 50" in wrong and "speed" not in wrong
+
+
+def only_the_last_freed(cu):
+    return regions(cu, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
+                        "if (it == iters - 1) CHECK(cudaFreeAsync(buf, s));  // only the last one"])
+
+
+def test_canned_a_leak_is_caught_by_the_pools_used_memory(tmp_path, canned_sanitizer):
+    """Freeing only the last buffer: the reading cannot tell (the free is in the loop); the pool's memory in use
+    after the function says 199 buffers were never freed."""
+    said = verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(leaked=199 * 4 * MiB),
+                                                 edit=only_the_last_freed))
+    assert "leak: after your function returned and s was synchronized the default pool still has 834,666,496 " \
+           "bytes (796 MiB) in use" in said and "about 199 buffer(s)" in said
+
+
+def freed_on_another_stream(cu):
+    return regions(cu, ["CHECK(cudaMallocAsync(&buf, bytes, s));", "",
+                        "cudaStream_t t;\nCHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));\n"
+                        "CHECK(cudaFreeAsync(buf, t));  // not ordered after the kernels on s\n"
+                        "CHECK(cudaStreamDestroy(t));"])
+
+
+def test_canned_a_free_on_another_stream_is_caught_by_the_sanitizer(tmp_path, capsys, canned_sanitizer):
+    """The right results and speed do not pass it; the sanitizer report of a use not ordered before the free does,
+    and the reading, which decides nothing, points at the line beside it."""
+    lesson = LAB.canned(tmp_path, run_lines(yours=10.1, others=(98.0, 8.8), spread=0.01), RACE_REPORT, edit=freed_on_another_stream)
+    said = verdict_of(labchecks.lab1, lesson)
+    assert "compute-sanitizer found 2 error(s), such as a use of buf not ordered before its free" in said
+    assert said.startswith("1 thing still wrong")
+    assert ("the reading of your code says: cudaFreeAsync is called on `t`, and nothing orders it after the "
+            "kernels on `s`") in capsys.readouterr().out

@@ -10,7 +10,7 @@ process on records written the way the recorder writes them (`tuned_record`), be
 """
 import pytest
 
-from labcheck import LIVE, CannedLesson, Lab, both, in_function, live_only, regions
+from labcheck import LIVE, Lab, both, in_function, live_only, regions, verdict_of
 from streamalloc import checks, labchecks
 
 LAB = Lab("lab2_tune_pool", "tuned.cu")
@@ -145,7 +145,7 @@ ANSWERS_RIGHT = {
         "const cudaMemPoolAttr attr = cudaMemPoolAttrReleaseThreshold;\nconst uint64_t keep = UINT64_MAX;\n"
         "CHECK(cudaMemPoolSetAttribute(pool, attr, (void *)&keep));",
         "CHECK(cudaMemPoolTrimTo(pool, 0));\nCHECK(cudaMemPoolSetAttribute(pool, attr, (void *)&threshold_before));"]),
-    # issue 29: styles none of the tests above use
+    # styles none of the answers above use
     "a RAII guard that reads, raises, then trims and restores in its destructor": both(
         with_helper(KEEP_POOL), lambda t: regions(t, ["KeepPool keep(pool);", "// keep's destructor: trim, restore"])),
     "a lambda that swaps the threshold and returns the old one": lambda t: regions(t, [
@@ -189,7 +189,7 @@ AFTER_FIRST_SYNC = ("if (it == 0) {  // the pool is warm now: keep it\n    const
                     "    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&keep_all));\n}")
 
 ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
-    # issue 29: a value put back that is not the saved one, a value right only for the defaults, a skipped path
+    # a value put back that is not the saved one, a value right only for the defaults, a skipped path
     "the threshold put back to a literal 0": (
         lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, 0));\nuint64_t zero = 0;  // the default\n"
                                    "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &zero));"]),
@@ -408,7 +408,7 @@ BUSY = (314.9, 281.5)  # live on the H100 beside three other labs' runs: the GPU
 
 def judged(tmp_path, edit, lines, capsys, calls=recorded()):
     try:
-        labchecks.lab2(CannedLesson(tmp_path, LAB, lines, edit=edit, calls=calls))
+        labchecks.lab2(LAB.canned(tmp_path, lines, edit=edit, calls=calls))
         said = ""
     except checks.LabIncomplete as e:
         said = str(e)
@@ -545,7 +545,7 @@ def test_where_the_gpus_work_hides_the_pools_cost_the_speed_is_unverified_not_wr
 
 
 def test_a_threshold_on_a_pool_the_reading_cannot_tell_is_never_ok(tmp_path, capsys):
-    """issue 19: no 'set before the loop' for a pool that may not be the default one."""
+    """No 'set before the loop' for a pool that may not be the default one."""
     edit = ANSWERS_WRONG["the threshold set on a pool from an array, another one"][0]
     calls, lines = RECORDED_WRONG["the threshold set on a pool from an array, another one"]
     _, printed = judged(tmp_path, edit, lines, capsys, calls)
@@ -560,3 +560,36 @@ def test_a_threshold_below_what_an_iteration_allocates_is_rejected_by_the_timed_
     edit, words = ANSWERS_WRONG["a 32 MiB threshold through a helper"]
     check = LAB.rejected("threshold 32 MiB", edit, *words, built=True)
     assert "threshold during the loop (record)" in check.printed
+
+# -- the run-time half on canned output: what a GPU's run of an answer prints decides -----------------------------
+def test_canned_a_pool_that_still_shrinks_is_caught_by_its_reserved_memory(tmp_path, canned_sanitizer):
+    assert verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(64 * MiB, 14.0))) == ""
+    # threshold 32 MiB: never empty, faster than threshold 0, and still wrong
+    half = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(32 * MiB, 95.0, threshold=32 * MiB)))
+    assert "reserved memory: the pool still gives memory back and maps it again" in half
+    assert "less than the 67,108,864 bytes (64 MiB) each iteration allocates" in half
+    empty = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(0, 200.0, threshold=0)))
+    assert "it reserved 0 bytes after the synchronization of 100 of 100 iterations" in empty and "speed" in empty
+    kept = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(64 * MiB, 14.0, reserved_end=64 * MiB)))
+    assert "after your trim the pool still reserves 67,108,864 bytes (64 MiB)" in kept
+
+
+def test_canned_a_one_byte_threshold_is_wrong_by_its_results_and_its_value(tmp_path, capsys, canned_sanitizer):
+    edit = lambda cu: regions(cu, {0: "const uint64_t keep = 1;\n"  # noqa: E731
+                                      "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&keep));"})
+    said = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(0, 200.0, threshold=1), edit=edit))
+    assert "it reserved 0 bytes after the synchronization" in said
+    # the reading decides nothing: it points at the value beside the run's finding
+    assert "the release threshold set before the loop is 1 byte, less than the 67,108,864 bytes" in \
+        capsys.readouterr().out
+
+
+def test_canned_the_default_pools_threshold_must_be_put_back(tmp_path, canned_sanitizer):
+    said = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(64 * MiB, 14.0, threshold_after=2**64 - 1)))
+    assert "the default pool's release threshold is left at UINT64_MAX (it was 0 bytes)" in said
+
+
+def test_canned_speed_is_judged_against_the_limit(tmp_path, canned_sanitizer):
+    slow = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(64 * MiB, 40.0)))
+    assert "speed: threshold 0 takes 200.0 µs per iteration, the limit (one buffer from cudaMalloc, no pool) " \
+           "12.0 µs, yours 40.0 µs" in slow and "at most 19.5 µs" in slow

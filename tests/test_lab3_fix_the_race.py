@@ -9,10 +9,11 @@ recorder writes them (`race_record`).
 """
 import pytest
 
-from labcheck import CLEAN, LIVE, CannedLesson, Lab, both, canned_measure, regions
+from labcheck import CLEAN, LIVE, RACE_REPORT, Lab, both, canned_measure, regions, verdict_of
 from streamalloc import checks, labchecks, sanitizer
 
 LAB = Lab("lab3_fix_the_race", "race.cu")
+MiB = 1 << 20
 
 ONLY_TODO_1 = """\
 CHECK(cudaEventRecord(filled, producer));
@@ -219,7 +220,7 @@ def race_record(args, todo1=True, todo2=True, free_on="producer", host_wait=Fals
 def test_the_record_decides_the_order(plan, words, tmp_path, monkeypatch, capsys):
     """The check on a right run whose record shows a plan of orderings: the record alone decides."""
     monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer race 16384 3 300 30", 0))
-    lesson = CannedLesson(tmp_path, LAB, run_lines(), CLEAN, calls=lambda args: race_record(args, **plan))
+    lesson = LAB.canned(tmp_path, run_lines(), CLEAN, calls=lambda args: race_record(args, **plan))
     try:
         labchecks.lab3(lesson)
         said = ""
@@ -238,14 +239,15 @@ def test_without_a_record_the_reading_decides_nothing(tmp_path, monkeypatch, cap
     rejected by the reading alone, never passed."""
     monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer race 16384 3 300 30", 0))
     edit = ANSWERS_WRONG["the wait on another name for the producer"][0]
-    labchecks.lab3(CannedLesson(tmp_path, LAB, run_lines(), CLEAN, edit))
+    labchecks.lab3(LAB.canned(tmp_path, run_lines(), CLEAN, edit))
     printed = capsys.readouterr().out
     assert "All checks passed" not in printed and "not verified" in printed
     assert "the reading of your code says: consume on `consumer` is not ordered after fill_slow" in printed
 
 
-def run_lines(read_early=False, freed_early=False, leaked=0):
-    """What race.cu prints for 16 iterations of 2^20 elements (fill 2 ms, consume 0.2 ms), right or with a race."""
+def run_lines(read_early=False, freed_early=False, leaked=0, wrong_once=False):
+    """What race.cu prints for 16 iterations of 2^20 elements (fill 2 ms, consume 0.2 ms), right or with a race
+    (wrong_once: in iteration 5 only, 1000 elements hold iteration 6's value: its fill came 190 µs early)."""
     rows = []
     for it in range(16):
         got = -(it + 1) if read_early else -(it + 2) if freed_early and it < 15 else None
@@ -253,12 +255,30 @@ def run_lines(read_early=False, freed_early=False, leaked=0):
                      "expected": 0 if got is None else 1000 * (it + 1), "got": 0 if got is None else got,
                      "read_after_fill_us": -1790.0 if read_early else 11.0, "same_block_next": it < 15,
                      "next_fill_after_read_us": -185.0 if freed_early else 4.0})
+    if wrong_once:  # a run in which the next iteration got every block back, the last one's too
+        for r in rows:
+            r["same_block_next"] = True
+        rows[5].update(errors=1000, first_bad=3, expected=6003, got=7003, next_fill_after_read_us=-190.0)
     bad = sum(r["errors"] > 0 for r in rows)
     return rows + [{"n": 1 << 20, "iters": 16, "fill_us": 2000, "consume_us": 200, "bad_iters": bad,
-                    "errors": bad << 20, "same_block": 15, "pool_used_end": leaked}]
+                    "errors": sum(r["errors"] for r in rows), "same_block": 15, "pool_used_end": leaked}]
 
 
 def test_a_run_that_shows_the_race_is_rejected_whatever_the_record(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sanitizer, "measure", canned_measure("compute-sanitizer race 16384 3 300 30", 0))
     with pytest.raises(checks.LabIncomplete, match="results: 16 of 16 iterations wrong"):
-        labchecks.lab3(CannedLesson(tmp_path, LAB, run_lines(read_early=True), CLEAN, calls=race_record))
+        labchecks.lab3(LAB.canned(tmp_path, run_lines(read_early=True), CLEAN, calls=race_record))
+
+# -- the run-time half on canned output: what a GPU's run of an answer prints decides -----------------------------
+def test_canned_wrong_results_and_the_sanitizer_report_are_both_said(tmp_path, canned_sanitizer):
+    said = verdict_of(labchecks.lab3, LAB.canned(tmp_path, run_lines(wrong_once=True), RACE_REPORT))
+    assert "results: 1 of 16 iterations wrong" in said and "iteration 6's value" in said and "TODO 2" in said
+    assert "order (GPU clock): the next iteration's fill began writing into the same block before the consumer had " \
+           "finished reading it in 1 of 16 iterations that reused the block (iteration 5: 190.0 µs before)" in said
+    assert "compute-sanitizer found 2 error(s)" in said
+    assert verdict_of(labchecks.lab3, LAB.canned(tmp_path, run_lines())) == ""
+
+
+def test_canned_a_block_never_freed_is_a_leak(tmp_path, canned_sanitizer):
+    said = verdict_of(labchecks.lab3, LAB.canned(tmp_path, run_lines(leaked=4 * MiB)))
+    assert "leak: after the loop and a device synchronization the default pool still has 4,194,304 bytes" in said

@@ -4,14 +4,14 @@ Each test puts a wrong answer into the solution's regions and runs the lab's set
 cells (tests/labcheck.py) in this session's mode. The words asserted come from the check's reading of the
 code, which judges them live and in replay alike (in replay the run is "not checked" for code that is not
 the recorded solution); live, the run adds what it measured, and some tests assert that too. The run-time
-verdicts are also tested on canned output in tests/test_checks.py. Slow-but-OK: each run takes about 10 s
+verdicts are also tested on canned output at the end of this file. Slow-but-OK: each run takes about 10 s
 in replay.
 """
 import importlib
 import json
 
 import pytest
-from labcheck import LIVE, Lab, live_only, regions
+from labcheck import LIVE, Lab, live_only, regions, verdict_of
 
 LAB = Lab("lab4_capture_graph", "graph.cu")
 
@@ -118,7 +118,7 @@ def test_a_free_left_out_of_the_capture_is_rejected_even_with_auto_free():
         assert check.ename == "LabIncomplete" and "has no free node" in check.evalue, check.evalue
 
 
-# issue 10: the same graph built node by node with the graph API instead of stream capture.
+# The same graph built node by node with the graph API instead of stream capture.
 NODE_API = """\
 CHECK(cudaGraphCreate(&graph, 0));
 cudaMemAllocNodeParams alloc = {};  // tmp: an allocation node, owned by the graph
@@ -403,3 +403,32 @@ def test_record_launch_counts_and_instantiations_are_checked_in_both_runs():
         str(right_for_3_only)
     again = judged(lambda k: record(graph(CHAIN_EDGES), k, instantiations_in_loop=k))
     assert again.failed and "the timed loop instantiated a graph 3 times" in str(again)
+
+# -- the run-time half on canned output: what a GPU's run of an answer prints decides -----------------------------
+from streamalloc import labchecks  # noqa: E402
+
+MiB = 1 << 20
+
+
+def lab4_run(trimmed_reserved=0, launched_reserved=32 * MiB, alloc_nodes=1, free_nodes=1):
+    mem = {"start": (0, 0), "instantiated": (0, 0), "launched": (launched_reserved, launched_reserved),
+           "destroyed": (launched_reserved, launched_reserved), "trimmed": (trimmed_reserved, trimmed_reserved)}
+    out = [{"what": "graph_mem", "phase": p, "used": u, "used_high": u, "reserved": r, "reserved_high": r}
+           for p, (r, u) in mem.items()]
+    out += [{"what": "timing", "loop": loop, "device_us": [28.0] * 100, "host_us": [3.0] * 100}
+            for loop in ("stream", "graph")]
+    out += [{"what": "result", "loop": loop, "n": 1 << 22, "times": t, "errors": 0, "first_bad": -1, "expected": 0.0,
+             "got": 0.0} for loop, t in (("stream", 110), ("graph", 100))]
+    out.append({"what": "graph", "captured": True, "instantiated": True, "nodes": 2 + alloc_nodes + free_nodes,
+                "alloc_nodes": alloc_nodes, "free_nodes": free_nodes, "kernel_nodes": 2})
+    return out
+
+
+def test_canned_memory_left_after_the_trim_is_caught(tmp_path, capsys, canned_sanitizer):
+    assert verdict_of(labchecks.lab4, LAB.canned(tmp_path, lab4_run())) == ""
+    assert "reserves 32.0 MiB (used: 32.0 MiB) for a 16.0 MiB buffer; it reserves physical memory in chunks, " \
+           "here 2× what the graph allocates" in capsys.readouterr().out
+    left = verdict_of(labchecks.lab4, LAB.canned(tmp_path, lab4_run(trimmed_reserved=16 * MiB)))
+    assert "at the end the graph allocator still reserves 16.0 MiB" in left
+    nothing = verdict_of(labchecks.lab4, LAB.canned(tmp_path, lab4_run(launched_reserved=0, free_nodes=0)))
+    assert "the graph allocator reserves nothing" in nothing

@@ -17,7 +17,7 @@ import itertools
 
 import pytest
 
-from labcheck import CLEAN, LIVE, CannedLesson, Lab, both, canned_measure, regions
+from labcheck import CLEAN, LIVE, Lab, both, canned_measure, regions
 from streamalloc import calls, checks, labchecks, sanitizer
 
 LAB = Lab("lab5_ipc_pool", "ipc_share.cu")
@@ -179,14 +179,14 @@ def ipc_record(args, before_writes=NOTHING, before_recorded=NOTHING, **todos):
 
 
 def traced(plan):
-    """A function of the run's arguments giving its record, for CannedLesson's `calls`."""
+    """A function of the run's arguments giving its record, for Lab.canned's `calls`."""
     return lambda args: ipc_record(args, **plan)
 
 
 def Canned(tmp_path, lines, edit=None, sanitizer_output=CLEAN, name=None, plan=None):
     """The lab's solution (or an edit of it) whose two processes print `lines` and whose traced runs record the calls
     of `plan` (the solution's by default; False: no record, as in replay of code nobody recorded)."""
-    return CannedLesson(tmp_path, LAB, lines, sanitizer_output, edit, name=name,
+    return LAB.canned(tmp_path, lines, sanitizer_output, edit, name=name,
                         calls=None if plan is False else traced(plan or {}))
 
 

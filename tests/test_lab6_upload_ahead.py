@@ -10,14 +10,13 @@ every verdict that needs a run is tested here without a GPU.
 import inspect
 import json
 import re
-from pathlib import Path
 
 import pytest
 from labcheck import LIVE, Lab, in_function, live_only, passed, regions
+from notebook import StandIn
 
 from streamalloc import checks, labchecks
 from streamalloc.labchecks.lab6 import ELEMENTS, LAUNCHES
-from streamalloc.lesson import Result
 
 LAB = Lab("lab6_upload_ahead", "first_launch.cu")
 MiB = 1 << 20
@@ -60,30 +59,17 @@ def test_upload_into_another_stream_then_an_event_is_judged_by_its_timing():
 
 
 # -- the run-time half, on canned output ----------------------------------------------------------------------
-class CannedLesson:
-    """A lesson whose first_launch.cu is the solution's (the learner's code: no lesson name) and whose run prints
-    the given lines, as a GPU's would."""
+def canned(tmp_path, records, edit=None):
+    """A lesson whose first_launch.cu is the solution's (edited: the learner's code) and whose run prints `records`,
+    as a GPU's would; its record: exec uploaded before its first timed launch (on s if the answer names s, else s2)."""
+    text = LAB.cuda(edit)
+    same = not re.search(r"cudaGraphUpload\(exec, (s2|0|up)\)", text)
 
-    live = True
-
-    def __init__(self, tmp_path, records, edit=None):
-        self.path = tmp_path / LAB.file
-        self.path.write_text(LAB.cuda(edit))
-        self.stdout = "".join(json.dumps(r) + "\n" for r in records)
-
-    def source(self, file):
-        return self.path
-
-    def compile(self, file, flags=()):
-        return Path("canned")
-
-    def run(self, file, args=(), timeout=120, flags=(), trace=False):
-        if trace:  # the record: exec uploaded before its first timed launch (on s if the answer names s, else s2)
-            same = not re.search(r"cudaGraphUpload\(exec, (s2|0|up)\)", self.path.read_text())
-            return Result(file, list(args), "", "", 0.1, False, "a canned run",
-                          call_record=upload_record(int(args[1]), stream=S if same else S2))
+    def outputs(file, args):
         assert [int(a) for a in args] == [ELEMENTS, LAUNCHES]
-        return Result(file, list(args), self.stdout, "", 0.1, False, "a canned run")
+        return records
+    return StandIn(tmp_path, outputs, live=True, files={LAB.file: text},
+                   calls=lambda args: upload_record(int(args[1]), stream=S if same else S2))
 
 
 def run_output(before=64 * MiB, first=80.0, ref_first=900.0, later=70.0, times=LAUNCHES, ref_times=LAUNCHES,
@@ -107,7 +93,7 @@ def run_output(before=64 * MiB, first=80.0, ref_first=900.0, later=70.0, times=L
 
 def verdict(tmp_path, edit=None, **kw):
     try:
-        labchecks.lab6(CannedLesson(tmp_path, run_output(**kw), edit))
+        labchecks.lab6(canned(tmp_path, run_output(**kw), edit))
     except checks.LabIncomplete as e:
         return str(e)
     return ""
@@ -165,7 +151,7 @@ def test_canned_a_slow_first_launch_within_the_noise_is_not_verified_never_wrong
 def test_canned_a_slow_first_launch_on_a_shared_gpu_is_not_verified(tmp_path, capsys, monkeypatch):
     """Eight learners on one H100 (live, 2026-11-27): the solution's first launch took 429 µs against 394 µs without
     upload. On a GPU other processes compute on, one launch cannot tell their work from the learner's."""
-    monkeypatch.setattr(CannedLesson, "shared_with", lambda self: 7, raising=False)
+    monkeypatch.setattr(StandIn, "shared_with", lambda self: 7, raising=False)
     assert verdict(tmp_path, first=429.0, ref_first=394.0, later=109.0) == ""
     out = capsys.readouterr().out
     assert "This GPU is shared with 7 other processes" in out and "not verified" in out
@@ -199,7 +185,7 @@ def test_a_wrong_answer_is_rejected_on_its_run(tmp_path, case):
 
 @pytest.mark.parametrize("stream", ["s2", "0"])
 def test_an_upload_into_another_stream_is_a_note_even_when_its_timing_passes(tmp_path, capsys, monkeypatch, stream):
-    """Issue 19: an upload into another stream than the launches is never "All checks passed": its finding is a
+    """An upload into another stream than the launches is never "All checks passed": its finding is a
     note (checks.Report's verdict for a note: "Passed, with a note")."""
     marks = []
     finish = checks.Report.finish

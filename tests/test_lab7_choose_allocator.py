@@ -5,7 +5,7 @@ Every answer's choice.py is written once, in ANSWERS; the tiers name the answers
   answer's replay shows (made-up numbers for the test, never recorded), in the replayer's format: `steps` values of
   "held" for each pass that "passes" names (the first, sampled cold pass, then each round's cold and warm passes);
 - the whole check (labchecks.lab7.lab7) on a lesson whose replayer runs are canned by their trace and arguments
-  (`Replays`): choice.py read for real, in its own process, the replayer's arguments built for real (a run the check
+  (`replays`): choice.py read for real, in its own process, the replayer's arguments built for real (a run the check
   asks for with other arguments than the canned ones fails the test), the replay canned. Wrong answers that only a
   run catches (over the budget in a cold pass only, a trim that never comes, forgeries) are rejected here, in replay,
   and a learner's own trace is read and shown, never graded;
@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from labcheck import LIVE, Lab, live_only, passed
+from notebook import StandIn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from streamalloc import checks, traces  # noqa: E402
-from streamalloc.lesson import Result  # noqa: E402
 import streamalloc.labchecks  # noqa: E402,F401  (the package names each lab's function; the module is in sys.modules)
 lab7 = sys.modules["streamalloc.labchecks.lab7"]
 
@@ -445,32 +445,25 @@ TRACE_LINE = {"trace_events": EVENTS, "trace_steps": STEPS, "trace_streams": 2, 
 SPIKY = f"{traces.slug(lab7.trace().name)}.trace"
 
 
-class Replays:
+def replays(folder, text, runs, replayer=REPLAYER, live=True, refuse=None):
     """A lesson whose replay_trace.cu runs are canned, keyed by their arguments after the trace, and, for a trace
-    other than the spiky service, by the trace file's name first (a run asked with others fails the test); choice.py
-    is the answer's, read by the check as in a notebook."""
+    other than the spiky service, by the trace file's name first (a run asked with others fails the test; `keys`:
+    those asked, in order); choice.py is the answer's, read by the check as in a notebook. A run on the trace file
+    named `refuse` raises what the replayer says of a bad trace."""
+    keys = []
 
-    name = "canned"
-
-    def __init__(self, folder, text, runs, replayer=REPLAYER, live=True):
-        self.build, self.live = folder, live
-        (folder / "choice.py").write_text(text)
-        (folder / "replay_trace.cu").write_text(replayer)
-        self.runs, self.asked = runs, []
-
-    def source(self, file):
-        return self.build / file
-
-    def compile(self, file, flags=()):
-        return Path("canned")
-
-    def run(self, file, args=(), timeout=120, flags=()):
+    def outputs(file, args):
         trace = Path(str(args[0])).name
+        if trace == refuse:
+            raise checks.CourseError("replay_trace exited with status 2: my-service.trace:3: too many streams")
         key = (() if trace == SPIKY else (trace,)) + tuple(str(a) for a in args[1:])
-        self.asked.append(key)
-        assert key in self.runs, f"the check ran {file} with {key}, not one of {list(self.runs)}"
-        out = "".join(json.dumps(r) + "\n" for r in [TRACE_LINE, *self.runs[key]])
-        return Result(Path(file).stem, [str(a) for a in args], out, "", 0.1, False, "a canned run")
+        keys.append(key)
+        assert key in runs, f"the check ran {file} with {key}, not one of {list(runs)}"
+        return [TRACE_LINE, *runs[key]]
+    lesson = StandIn(folder, outputs, live=live, label="a canned run",
+                     files={"choice.py": text, "replay_trace.cu": replayer})
+    lesson.keys = keys
+    return lesson
 
 
 def whole(tmp_path, text, c=None, mine=None, replayer=REPLAYER, own=None, live=True):
@@ -478,7 +471,7 @@ def whole(tmp_path, text, c=None, mine=None, replayer=REPLAYER, own=None, live=T
     for the same arguments on the learner's trace OWN: (error, printed, lesson)."""
     args = tuple(map(str, lab7.arguments(c))) if c else None
     runs = {("all",): REFERENCE, **({args: [mine]} if c else {}), **({(OWN.name, *args): [own]} if own else {})}
-    lesson, printed = Replays(tmp_path, text, runs, replayer, live), io.StringIO()
+    lesson, printed = replays(tmp_path, text, runs, replayer, live), io.StringIO()
     with contextlib.redirect_stdout(printed):
         try:
             lab7.lab7(lesson)
@@ -510,14 +503,14 @@ class AnySetting(dict):
 
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_the_check_refuses_a_wrong_choice_with_the_reason(name, tmp_path):
-    lesson = Replays(tmp_path, ANSWERS[name], AnySetting(record(choice(), 1024 * MiB, 0, 300.0)))
+    lesson = replays(tmp_path, ANSWERS[name], AnySetting(record(choice(), 1024 * MiB, 0, 300.0)))
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), pytest.raises(checks.LabIncomplete) as e:
         lab7.lab7(lesson)
     for w in REFUSED[name]:
         assert w in str(e.value), f"{name}: {w!r} not in {e.value}"
     assert "Traceback" not in str(e.value) + printed.getvalue()
-    assert name not in NO_RUN or not lesson.asked, lesson.asked
+    assert name not in NO_RUN or not lesson.keys, lesson.keys
     assert checks.Report.finish is FINISH, "choice.py replaced Report.finish in the check's process"
 
 
@@ -564,7 +557,7 @@ def test_the_check_rejects_a_wrong_answer_from_what_its_replay_holds(name, tmp_p
     c, held, grows, us, cold, words = CANNED_WRONG[name]
     error, printed, lesson = whole(tmp_path, ANSWERS[name], c, record(c, held, grows, us, cold=cold))
     assert error is not None, f"{name}: not rejected\n{printed}"
-    assert lesson.asked[-1] == tuple(map(str, lab7.arguments(c))), lesson.asked
+    assert lesson.keys[-1] == tuple(map(str, lab7.arguments(c))), lesson.keys
     for w in words:
         assert w in str(error), f"{name}: {w!r} not in {error}"
     assert "All checks passed" not in printed
@@ -593,7 +586,7 @@ def test_an_edited_replayer_is_not_believed(tmp_path):
     text = ANSWERS["UINT64_MAX without a trim"]
     error, printed, lesson = whole(tmp_path, text, replayer=forged)
     assert error is not None and "is not the course's replayer" in str(error), printed
-    assert not lesson.asked
+    assert not lesson.keys
     # comments and spacing are not a change
     c = choice(threshold=MAX)
     error, printed, _ = whole(tmp_path, text, c, record(c, 1024 * MiB, 0, 300.0),
@@ -612,7 +605,7 @@ def test_a_trace_of_one_s_own_is_replayed_with_the_choice_and_not_graded(tmp_pat
     name = "the solution, with a trace of one's own"
     error, printed, lesson = whole(tmp_path, ANSWERS[name], c, record(c, 448 * MiB, 2, 330.0), own=own_record(c))
     assert error is None and "All checks passed." in printed, f"{error}\n{printed}"
-    assert lesson.asked[-1] == (OWN.name, *map(str, lab7.arguments(c))), lesson.asked
+    assert lesson.keys[-1] == (OWN.name, *map(str, lab7.arguments(c))), lesson.keys
     assert "not graded  your trace: my-service.trace (8 events, 2 step(s), 1 stream(s), peak 4 MiB), replayed with " \
            "your choice on a canned run: after a step's synchronization it held at most 6,291,456 bytes (6 MiB)" \
            in printed, printed
@@ -655,7 +648,7 @@ def test_a_bad_trace_of_one_s_own_gets_one_message_and_the_graded_part_still_run
     error, printed, lesson = whole(tmp_path, ANSWERS[name], c, record(c, 448 * MiB, 2, 330.0))
     assert error is None and "All checks passed." in printed, f"{error}\n{printed}"
     assert printed.count("your trace:") == 1 and words in printed, printed
-    assert all(a[0] != OWN.name and a[0] != BAD_OWN.name for a in lesson.asked), lesson.asked  # no CUDA for it
+    assert all(a[0] != OWN.name and a[0] != BAD_OWN.name for a in lesson.keys), lesson.keys  # no CUDA for it
     error, printed, _ = whole(tmp_path, ANSWERS["UINT64_MAX without a trim, with a trace file that is not a trace"],
                               choice(threshold=MAX), record(choice(threshold=MAX), 1024 * MiB, 0, 300.0))
     assert error is not None and "more than the budget" in str(error) and "cannot be replayed" in printed
@@ -674,20 +667,14 @@ def test_in_replay_a_trace_of_one_s_own_is_read_and_said_to_need_a_gpu(tmp_path,
     assert error is None and "All checks passed." in printed, f"{error}\n{printed}"
     assert "my-service.trace (8 events, 2 step(s), 1 stream(s), peak 4 MiB) is read, not replayed: a trace of your " \
            "own needs a GPU (live mode)" in printed, printed
-    assert all(a[0] != OWN.name for a in lesson.asked), lesson.asked
+    assert all(a[0] != OWN.name for a in lesson.keys), lesson.keys
 
 
 def test_a_replayer_that_refuses_one_s_own_trace_is_said_once(tmp_path, own_traces):
     c = choice()
 
-    class Refusing(Replays):
-        def run(self, file, args=(), timeout=120, flags=()):
-            if Path(str(args[0])).name == OWN.name:
-                raise checks.CourseError("replay_trace exited with status 2: my-service.trace:3: too many streams")
-            return super().run(file, args, timeout, flags)
-
     runs = {("all",): REFERENCE, tuple(map(str, lab7.arguments(c))): [record(c, 448 * MiB, 2, 330.0)]}
-    lesson, printed = Refusing(tmp_path, ANSWERS["the solution, with a trace of one's own"], runs), io.StringIO()
+    lesson, printed = replays(tmp_path, ANSWERS["the solution, with a trace of one's own"], runs, refuse=OWN.name), io.StringIO()
     with contextlib.redirect_stdout(printed):
         lab7.lab7(lesson)
     assert "All checks passed." in printed.getvalue()
@@ -708,7 +695,7 @@ def test_the_lab_as_given_is_incomplete():
 
 
 def test_the_lab_says_trim_every_is_steps_never_bytes():
-    """Issue 30: a step count was once called bytes."""
+    """The lab calls trim_every a count of steps wherever it names it, never bytes."""
     for notebook in (LAB.solution, LAB.lab):
         text = json.loads(notebook.read_text())
         for cell in text["cells"]:

@@ -237,7 +237,7 @@ def test_the_notebook_built_ahead_is_the_open_one_or_none(tmp_path, monkeypatch)
 
 
 def test_a_notebooks_programs_are_its_own(tmp_path, monkeypatch):
-    """issue 19: a lab and its solution (same lesson name, other folders), or two copies of a lab in one folder
+    """A lab and its solution (same lesson name, other folders), or two copies of a lab in one folder
     (Jupyter names them in JPY_SESSION_NAME), never write into one build folder; two runs of one notebook at once
     (two processes) neither; a run folder of a process that has ended goes."""
     monkeypatch.setattr(course_mod, "REPO", tmp_path)

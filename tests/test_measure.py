@@ -32,5 +32,5 @@ def test_the_notebooks_small_helpers_have_one_meaning():
 
 
 def test_dead_timing_helpers_are_gone():
-    # the notebooks time in their CUDA programs; these were never called (issue 11 §4)
+    # the notebooks time in their CUDA programs: the package has no Python timing helpers to drift from them
     assert not hasattr(measure, "host_times") and not hasattr(measure, "event_times")

@@ -1,4 +1,4 @@
-"""STREAMALLOC_MODE=live on a machine without a usable GPU: one line, not a traceback (issue 10, Tools)."""
+"""STREAMALLOC_MODE=live on a machine without a usable GPU: one line, not a traceback."""
 import os
 import subprocess
 import sys

@@ -1,5 +1,6 @@
-"""Notebook 08's Python side, without a GPU: the traces (built, read, written, made from what the trace programs
-print), the input-file keys of lesson.run, and the notebook's cells run end to end on canned output.
+"""Notebook 08's Python side, without a GPU: its programs (the Python replayer's reading, loop and settings on
+stand-ins, the C++ replayer built), and the notebook's cells run end to end on canned output. The trace model is
+tests/test_traces.py's; an input file's part in a recording's key, tests/test_replay.py's.
 
 The canned output comes from a toy model of the replayers written here (a pool that keeps its peak, one that gives
 everything back at a synchronization): its numbers are made up for the test, never recorded, and only exercise the
@@ -10,128 +11,28 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
 import pytest
+from notebook import StandIn, code_cells, run_cells
+from notebook import programs as written
 
-matplotlib.use("Agg")
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "08_real_workloads.ipynb"
-sys.path.insert(0, str(ROOT))
-import streamalloc as sa  # noqa: E402
-from streamalloc.course import written_files  # noqa: E402
-from streamalloc import replay  # noqa: E402
-from streamalloc.lesson import Result  # noqa: E402
-from streamalloc.lessons import real_workloads as W  # noqa: E402
+import streamalloc as sa
+from streamalloc.course import REPO
+from streamalloc.lessons import real_workloads as W
 
+NAME = "08_real_workloads"
+NOTEBOOK = REPO / "notebooks" / f"{NAME}.ipynb"
 MiB = 1 << 20
 
 
 def cells():
-    return ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    return code_cells(NAME)
 
 
 def programs():
-    return {file: text for _, file, text in written_files(NOTEBOOK)}
+    return written(NAME)
 
 
-# -- input files in recording keys ---------------------------------------------------------------------------------
-def test_an_input_file_is_keyed_by_its_content_not_its_place(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir(), b.mkdir()
-    (a / "t.trace").write_text("a 0 8 0\nf 0\ns\n")
-    (b / "t.trace").write_text("a 0 8 0\nf 0\ns\n")
-    ka = replay.input_args([str(a / "t.trace"), "all", 3], a)
-    kb = replay.input_args(["t.trace", "all", 3], b)  # relative to the lesson's build folder
-    assert ka == kb and ka[0].startswith("t.trace#sha256:") and ka[1:] == ["all", "3"]
-    (b / "t.trace").write_text("a 0 16 0\nf 0\ns\n")
-    assert replay.input_args(["t.trace"], b) != ka[:1], "another content must give another key"
-    assert replay.input_args(["missing.trace", "1.5", "64"], b) == ["missing.trace", "1.5", "64"]
-
-
-def test_lesson_run_records_and_replays_under_the_content_key(tmp_path, monkeypatch):
-    """A recording made with the input file in one folder replays with the same file in another (another machine)."""
-    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(tmp_path / "rec"))
-    m = sa.gpu.Machine(gpu="Test GPU", date="2026-01-01")
-    source = "int main() {}"
-    (tmp_path / "x").mkdir()
-    trace = tmp_path / "x" / "t.trace"
-    trace.write_text("a 0 8 0\nf 0\ns\n")
-    replay.save(m, "l", "p", source, replay.input_args([trace, "all"], tmp_path / "x"), {"stdout": "{\"ok\": 1}\n"})
-    other = tmp_path / "y" / "t.trace"
-    other.parent.mkdir()
-    other.write_text(trace.read_text())
-    run = replay.load("test-gpu", "l", "p", source, replay.input_args([other, "all"], other.parent))
-    assert run["stdout"] == "{\"ok\": 1}\n"
-    other.write_text("a 0 9 0\nf 0\ns\n")
-    with pytest.raises(sa.StaleRecording):
-        replay.load("test-gpu", "l", "p", source, replay.input_args([other, "all"], other.parent))
-
-
-# -- traces --------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("make", [W.built_to_fragment, W.spiky_service])
-def test_the_built_traces_are_deterministic_small_and_whole(make, tmp_path):
-    t = make()
-    assert t.events == make().events and len(t.events) <= W.MOST_EVENTS
-    s = t.stats()
-    assert s["steps"] >= 10 and s["streams"] == 2 and s["allocations"] == len([e for e in t.events if e[0] == "a"])
-    assert W.Trace.parse(t.write(tmp_path).read_text()).events == t.events
-    assert s["peak"] < 1100 * MiB, "a trace must fit a 15 GB T4 with room to spare"
-
-
-def test_the_fragmenting_trace_leaves_holes_too_small_for_the_next_step():
-    t = W.built_to_fragment()
-    steps, cur = [], []
-    for e in t.events:
-        if e[0] == "a" and e[2] >= MiB:
-            cur.append(e[2])
-        if e[0] == "s":
-            steps.append(cur)
-            cur = []
-    assert all(max(b) > max(a) for a, b in zip(steps, steps[1:])), "each step's largest block outgrows the last's"
-
-
-def test_the_spiky_trace_has_its_large_requests_every_sixth_step():
-    t = W.spiky_service(12, 6, 256 * MiB)
-    big = [i for i, e in enumerate(t.events) if e[0] == "a" and e[2] == 3 * 256 * MiB]
-    ends = [i for i, e in enumerate(t.events) if e[0] == "s"]
-    assert [sum(1 for e in ends if e < b) for b in big] == [5, 11]
-    assert t.stats()["kept across steps"] == 0
-
-
-def test_a_trace_file_with_a_bad_line_or_a_bad_free_is_refused():
-    with pytest.raises(ValueError, match="line 2"):
-        W.Trace.parse("a 0 8 0\nx 1\n")
-    with pytest.raises(ValueError, match="frees block 3"):
-        W.Trace.parse("a 0 8 0\nf 3\ns\n")
-    with pytest.raises(ValueError, match="still allocated"):
-        W.Trace.parse("a 0 8 0\na 0 8 0\n")
-
-
-def test_address_events_become_blocks_and_streams():
-    steps = [[["alloc", 100, 8, 77], ["free_completed", 5, 8, 77], ["alloc", 200, 16, 99], ["free_completed", 100, 8, 77]],
-             [["alloc", 100, 32, 77], ["free_requested", 100, 32, 77], ["free_completed", 100, 32, 77]]]
-    t = W.from_address_events("t", "test", steps)
-    assert t.events == [("a", 0, 8, 0), ("a", 1, 16, 1), ("f", 0), ("s",), ("a", 2, 32, 0), ("f", 2), ("s",)]
-    assert t.stats()["peak"] == 48  # block 1 lives on into the second step
-
-
-def test_a_long_history_is_cut_to_whole_steps():
-    steps = [[["alloc", i, 8, 0], ["free", i, 8, 0]] for i in range(100)]
-    t = W.from_address_events("t", "test", steps, most=10)
-    assert len(t.events) == 9 and t.events[-1] == ("s",)
-
-
-def test_rmm_s_log_becomes_a_trace():
-    csv = ("Thread,Time,Action,Pointer,Size,Stream\n"
-           "1,00:00:01,allocate,0x7f00,1024,0x1\n1,00:00:02,allocate,0x7f80,2048,0x2\n"
-           "1,00:00:03,deallocate,0x7f00,1024,0x1\n1,00:00:04,deallocate,0x7f80,2048,0x2\n"
-           "1,00:00:05,allocate failure,0x0,1024,0x1\n")
-    t = W.from_rmm_csv("r", "test", csv, [3, 5])  # RMM's documented columns and actions (docs/user_guide/logging.md)
-    assert t.events == [("a", 0, 1024, 0), ("a", 1, 2048, 1), ("f", 0), ("s",), ("f", 1), ("s",)]
-    with pytest.raises(ValueError, match="not an RMM log"):
-        W.from_rmm_csv("r", "test", "a,b\n1,2\n", [1])
-
-
+# -- the programs --------------------------------------------------------------------------------------------------
 def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(tmp_path):
     src = programs()["replay_alloc.py"]
     ns = {}
@@ -177,45 +78,30 @@ def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: flo
     return {**record, "process": process} if process else record
 
 
-class CannedLesson:
-    live, name = False, "08_real_workloads"
-
-    def __init__(self, tmp_path, break_keep=False, spread=0.0):
-        self.build = tmp_path
-        self.break_keep, self.spread = break_keep, spread
-        self.label = "Test GPU, replayed from a canned run"
-        self.figures = {}
-
-    def key_figure(self, name, value, unit="", band=(0.5, 2)):
-        self.figures[name] = value
-
-    def _result(self, name, lines):
-        return Result(name, [], "".join(json.dumps(r) + "\n" for r in lines), "", 0.1, True, self.label)
-
-    def run(self, file, args=(), timeout=120, requires=()):
+def canned(break_keep=False, spread=0.0):
+    """What the notebook's programs print, from the toy model: outputs(file, args) for a StandIn."""
+    def outputs(file, args):
         if file == "torch_step.py":
             steps = [[["alloc", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(4)]
                      + [["free_completed", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(1, 4)] for k in range(4)]
-            return self._result(file, [{"model": "toy", "torch": "0", "parameters": 1, "lengths": [1, 2, 3, 4]}]
-                                + [{"step": k, "events": e} for k, e in enumerate(steps)])
+            return [{"model": "toy", "torch": "0", "parameters": 1, "lengths": [1, 2, 3, 4]}] \
+                + [{"step": k, "events": e} for k, e in enumerate(steps)]
         if file == "cupy_filter.py" and args[0] == "hook":
-            return self._result(file, [{"step": k, "events": [["alloc", 5, MiB << k, 1], ["free", 5, MiB << k, 1]]}
-                                       for k in range(4)])
+            return [{"step": k, "events": [["alloc", 5, MiB << k, 1], ["free", 5, MiB << k, 1]]} for k in range(4)]
         if file == "cupy_filter.py":
-            return self._result(file, [{"skipped": "RMM is not installed in this Python (canned)"}])
+            return [{"skipped": "RMM is not installed in this Python (canned)"}]
         if file == "replay_trace.cu":
             t = W.Trace.parse(Path(args[0]).read_text())
             head = {"trace_events": len(t.events), "trace_steps": t.stats()["steps"], "trace_streams": 1,
                     "trace_peak": t.stats()["peak"]}
             work = float(args[2]) if len(args) > 2 else 0.0
-            keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0 + work, self.spread, work)
-            if self.break_keep:
+            keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0 + work, spread, work)
+            if break_keep:
                 keep["held"] = [0] * len(keep["held"])
-            return self._result(file, [head, toy(t, "cudaMalloc", "malloc", False, 300.0 + 2 * work, 0.0, work),
-                                       toy(t, "default pool, threshold 0", "default", False, 200.0 + work, 0.0, work),
-                                       keep, toy(t, "explicit pool, peak reserved up front", "explicit", True,
-                                                 90.0 + work, self.spread, work),
-                                       toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work)])
+            return [head, toy(t, "cudaMalloc", "malloc", False, 300.0 + 2 * work, 0.0, work),
+                    toy(t, "default pool, threshold 0", "default", False, 200.0 + work, 0.0, work),
+                    keep, toy(t, "explicit pool, peak reserved up front", "explicit", True, 90.0 + work, spread, work),
+                    toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work)]
         assert file == "replay_alloc.py", file
         lib, paths = args[0], args[1:]
         out = [{"library": lib, "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
@@ -227,26 +113,22 @@ class CannedLesson:
             else:
                 out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib),
                             "trace": t.name})
-        return self._result(file, out)
+        return out
+    return outputs
 
 
-def run_cells(lesson):
-    ns = {"lesson": lesson, "sa": sa}
-    for i, src in enumerate(cells()):
-        if src.startswith("%%writefile") or "sa.start(" in src:
-            continue
-        exec(compile(src, f"08_real_workloads cell {i}", "exec"), ns)
-    return ns
+def lesson_08(tmp_path, outputs=None):
+    return StandIn(tmp_path, outputs or canned(), name=NAME, label="Test GPU, replayed from a canned run")
 
 
 def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
-    lesson = CannedLesson(tmp_path)
-    ns = run_cells(lesson)
+    lesson = lesson_08(tmp_path)
+    ns = run_cells(NAME, lesson)
     printed = capsys.readouterr().out
     assert "No RMM trace" in printed and "RMM is not installed" in printed
     assert set(ns["traces"]) == {"PyTorch training step", "CuPy filter pipeline", "built to fragment",
                                  "built to fragment, one stream"}
-    assert len(lesson.figures) == 2 and all(v > 0 for v in lesson.figures.values())
+    assert len(lesson.figures) == 2 and all(v > 0 for v, _, _ in lesson.figures.values())
     t = ns["traces"]["built to fragment"]
     text = W.conclusion(ns["results"], t, "Test GPU")
     assert ("CUDA (C++): the cheapest of its settings is explicit pool, peak reserved up front, 40.0 µs (middle rounds 40.0–40.0), "
@@ -258,8 +140,7 @@ def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
 def test_a_winner_within_the_noise_is_a_tie(tmp_path):
     """The explicit pool (90 µs) and the pool at UINT64_MAX (100 µs), each spread over 30 µs across rounds: a tie,
     named as one, and no time becomes a key figure unless it clears the noise."""
-    lesson = CannedLesson(tmp_path, spread=30.0)
-    ns = run_cells(lesson)
+    ns = run_cells(NAME, lesson_08(tmp_path, canned(spread=30.0)))
     text = W.conclusion(ns["results"], ns["traces"]["built to fragment"], "Test GPU")
     assert "CUDA (C++): a tie for the cheapest of its settings: explicit pool, peak reserved up front 40.0 µs" in text
     assert "default pool, threshold UINT64_MAX 50.0 µs" in text and "within the noise of one another" in text
@@ -281,7 +162,7 @@ def test_figures_and_verdicts():
 
 def test_a_pool_at_uint64_max_that_keeps_nothing_fails_the_cells(tmp_path):
     with pytest.raises(AssertionError, match="keeps its peak across syncs"):
-        run_cells(CannedLesson(tmp_path, break_keep=True))
+        run_cells(NAME, lesson_08(tmp_path, canned(break_keep=True)))
 
 
 def test_the_table_marks_a_skipped_allocator():
@@ -305,9 +186,7 @@ def test_replay_trace_cu_builds(tmp_path):
 
 
 def test_the_lab_uses_notebook_08_s_replayer_unchanged():
-    lab = ROOT / "solutions" / "lab7_choose_allocator.ipynb"
-    written = {file: text for _, file, text in written_files(lab)}
-    assert written["replay_trace.cu"] == programs()["replay_trace.cu"]
+    assert written("lab7_choose_allocator")["replay_trace.cu"] == programs()["replay_trace.cu"]
 
 
 @pytest.mark.parametrize("name,args", [("cupy_filter.py", ["hook", "2"]), ("replay_alloc.py", ["cupy", "TRACE"])])
@@ -472,24 +351,20 @@ def test_one_process_replays_pytorch_native_with_and_without_expandable_segments
             assert said == {names[0]: None, names[1]: None} and len(fake.calls) == 3  # nothing switched under the async backend
 
 
-class SwitchIgnored(CannedLesson):
+def switch_ignored(file, args):
     """PyTorch's native process, where the run-time switch to expandable_segments did not take."""
-
-    def run(self, file, args=(), timeout=120, requires=()):
-        res = super().run(file, args, timeout, requires)
-        if file == "replay_alloc.py" and args[0] == "torch":
-            extra = []
-            for p in args[1:]:
-                t = W.Trace.parse(Path(p).read_text())
-                for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
-                    extra.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
-            return self._result(file, [json.loads(x) for x in res.stdout.splitlines()] + extra)
-        return res
+    out = canned()(file, args)
+    if file == "replay_alloc.py" and args[0] == "torch":
+        for p in args[1:]:
+            t = W.Trace.parse(Path(p).read_text())
+            for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
+                out.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
+    return out
 
 
 def test_an_expandable_setting_whose_segments_were_not_expandable_fails_the_cell(tmp_path):
     with pytest.raises(AssertionError, match="expandable_segments did not apply"):
-        run_cells(SwitchIgnored(tmp_path))
+        run_cells(NAME, lesson_08(tmp_path, switch_ignored))
 
 
 class LiveStub:

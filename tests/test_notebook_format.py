@@ -1,4 +1,4 @@
-"""House rules for committed notebooks (issue 11 §5, issue 10): canonical JSON as nbformat writes it, one kernelspec
+"""House rules for committed notebooks: canonical JSON as nbformat writes it, one kernelspec
 (python3), no outputs; labs say they are generated from solutions/; every raises-exception cell names its error.
 
 What is checked is what git tracks (the staged text, `git show :path`), not the working copy: a learner who runs

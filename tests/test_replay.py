@@ -58,7 +58,7 @@ def test_notebooks_of_one_recording_session_keep_each_others_runs(recordings, mo
     assert [r["stdout"] for r in json.loads(path.read_text())["runs"].values()] == ["solved again"]
 
 
-# -- keys: what a program means, not how it is written (issue 11 §1) ------------------------------------
+# -- keys: what a program means, not how it is written --------------------------------------------------
 PROGRAM = """#include "course.cuh"
 // Allocate on the stream, free on the stream.
 int main() {
@@ -130,7 +130,7 @@ def test_python_is_keyed_on_its_syntax_tree():
     assert replay.python_meaning("    def g():\n        return 1\n") == replay.python_meaning("def g():\n    return 1\n")
 
 
-# -- reference sets (issue 11 §1, the brief's item 2) ---------------------------------------------------
+# -- reference sets ------------------------------------------------------------------------------------
 def test_the_recorder_writes_to_the_named_set_and_replay_reads_the_reference(recordings, monkeypatch):
     replay.save(M, "00_setup", "prog", "src", [], {"stdout": "by name"})
     monkeypatch.setenv("STREAMALLOC_RECORD_TO", "h100-cuda12")
@@ -161,7 +161,7 @@ def test_machine_json_is_what_the_machine_says_and_extra_fields_are_kept(recordi
     assert replay.machine("nvidia-test-gpu").compute_capability == "7.5"
 
 
-# -- damaged recordings, atomic writes (issue 10, Tools) ------------------------------------------------
+# -- damaged recordings, atomic writes ------------------------------------------------------------------
 @pytest.mark.parametrize("text, why", [('{"runs": {"abc": {"args": [], "sou', "not valid JSON.*line 1"),
                                        ("", "is empty"), ("[1, 2]", "JSON list"),
                                        ('{"version": 1}', 'no "runs"'), ('{"runs": {}}', "holds no runs"),
@@ -253,3 +253,36 @@ def test_a_damaged_measurement_in_a_recording_names_its_file(recordings):
     path = replay.path_of("nvidia-test-gpu", "03_pools", "grid")
     with pytest.raises(BrokenRecording, match=f"{path}: a run's \"data\" is not valid JSON"):
         replay.run_data(run, path)
+
+
+# -- an input file's argument in a recording's key ---------------------------------------------------------------------------------
+def test_an_input_file_is_keyed_by_its_content_not_its_place(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (a / "t.trace").write_text("a 0 8 0\nf 0\ns\n")
+    (b / "t.trace").write_text("a 0 8 0\nf 0\ns\n")
+    ka = replay.input_args([str(a / "t.trace"), "all", 3], a)
+    kb = replay.input_args(["t.trace", "all", 3], b)  # relative to the lesson's build folder
+    assert ka == kb and ka[0].startswith("t.trace#sha256:") and ka[1:] == ["all", "3"]
+    (b / "t.trace").write_text("a 0 16 0\nf 0\ns\n")
+    assert replay.input_args(["t.trace"], b) != ka[:1], "another content must give another key"
+    assert replay.input_args(["missing.trace", "1.5", "64"], b) == ["missing.trace", "1.5", "64"]
+
+
+def test_lesson_run_records_and_replays_under_the_content_key(tmp_path, monkeypatch):
+    """A recording made with the input file in one folder replays with the same file in another (another machine)."""
+    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(tmp_path / "rec"))
+    m = Machine(gpu="Test GPU", date="2026-01-01")
+    source = "int main() {}"
+    (tmp_path / "x").mkdir()
+    trace = tmp_path / "x" / "t.trace"
+    trace.write_text("a 0 8 0\nf 0\ns\n")
+    replay.save(m, "l", "p", source, replay.input_args([trace, "all"], tmp_path / "x"), {"stdout": "{\"ok\": 1}\n"})
+    other = tmp_path / "y" / "t.trace"
+    other.parent.mkdir()
+    other.write_text(trace.read_text())
+    run = replay.load("test-gpu", "l", "p", source, replay.input_args([other, "all"], other.parent))
+    assert run["stdout"] == "{\"ok\": 1}\n"
+    other.write_text("a 0 9 0\nf 0\ns\n")
+    with pytest.raises(StaleRecording):
+        replay.load("test-gpu", "l", "p", source, replay.input_args([other, "all"], other.parent))

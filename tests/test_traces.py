@@ -371,3 +371,68 @@ def test_the_command_runs_as_a_module_without_a_traceback(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"python -m streamalloc trace: {bad}:1: the size '-1' is not a whole number of bytes from 1 to 2**48"
+
+
+# -- the traces lesson 08 builds, and the converters' steps ------------------------------------------------------------
+@pytest.mark.parametrize("make", [T.built_to_fragment, T.spiky_service])
+def test_the_built_traces_are_deterministic_small_and_whole(make, tmp_path):
+    t = make()
+    assert t.events == make().events and len(t.events) <= T.MOST_EVENTS
+    s = t.stats()
+    assert s["steps"] >= 10 and s["streams"] == 2 and s["allocations"] == len([e for e in t.events if e[0] == "a"])
+    assert T.Trace.parse(t.write(tmp_path).read_text()).events == t.events
+    assert s["peak"] < 1100 * MiB, "a trace must fit a 15 GB T4 with room to spare"
+
+
+def test_the_fragmenting_trace_leaves_holes_too_small_for_the_next_step():
+    t = T.built_to_fragment()
+    steps, cur = [], []
+    for e in t.events:
+        if e[0] == "a" and e[2] >= MiB:
+            cur.append(e[2])
+        if e[0] == "s":
+            steps.append(cur)
+            cur = []
+    assert all(max(b) > max(a) for a, b in zip(steps, steps[1:])), "each step's largest block outgrows the last's"
+
+
+def test_the_spiky_trace_has_its_large_requests_every_sixth_step():
+    t = T.spiky_service(12, 6, 256 * MiB)
+    big = [i for i, e in enumerate(t.events) if e[0] == "a" and e[2] == 3 * 256 * MiB]
+    ends = [i for i, e in enumerate(t.events) if e[0] == "s"]
+    assert [sum(1 for e in ends if e < b) for b in big] == [5, 11]
+    assert t.stats()["kept across steps"] == 0
+
+
+def test_a_trace_file_with_a_bad_line_or_a_bad_free_is_refused():
+    with pytest.raises(ValueError, match="line 2"):
+        T.Trace.parse("a 0 8 0\nx 1\n")
+    with pytest.raises(ValueError, match="frees block 3"):
+        T.Trace.parse("a 0 8 0\nf 3\ns\n")
+    with pytest.raises(ValueError, match="still allocated"):
+        T.Trace.parse("a 0 8 0\na 0 8 0\n")
+
+
+def test_address_events_become_blocks_and_streams():
+    steps = [[["alloc", 100, 8, 77], ["free_completed", 5, 8, 77], ["alloc", 200, 16, 99], ["free_completed", 100, 8, 77]],
+             [["alloc", 100, 32, 77], ["free_requested", 100, 32, 77], ["free_completed", 100, 32, 77]]]
+    t = T.from_address_events("t", "test", steps)
+    assert t.events == [("a", 0, 8, 0), ("a", 1, 16, 1), ("f", 0), ("s",), ("a", 2, 32, 0), ("f", 2), ("s",)]
+    assert t.stats()["peak"] == 48  # block 1 lives on into the second step
+
+
+def test_a_long_history_is_cut_to_whole_steps():
+    steps = [[["alloc", i, 8, 0], ["free", i, 8, 0]] for i in range(100)]
+    t = T.from_address_events("t", "test", steps, most=10)
+    assert len(t.events) == 9 and t.events[-1] == ("s",)
+
+
+def test_rmm_s_log_becomes_a_trace():
+    csv = ("Thread,Time,Action,Pointer,Size,Stream\n"
+           "1,00:00:01,allocate,0x7f00,1024,0x1\n1,00:00:02,allocate,0x7f80,2048,0x2\n"
+           "1,00:00:03,deallocate,0x7f00,1024,0x1\n1,00:00:04,deallocate,0x7f80,2048,0x2\n"
+           "1,00:00:05,allocate failure,0x0,1024,0x1\n")
+    t = T.from_rmm_csv("r", "test", csv, [3, 5])  # RMM's documented columns and actions (docs/user_guide/logging.md)
+    assert t.events == [("a", 0, 1024, 0), ("a", 1, 2048, 1), ("f", 0), ("s",), ("f", 1), ("s",)]
+    with pytest.raises(ValueError, match="not an RMM log"):
+        T.from_rmm_csv("r", "test", "a,b\n1,2\n", [1])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .. import calls, checks, cppsource, measure, sanitizer
 from .common import SYNCS, judge_speed, leaked, show, within_limit
+from .streams import DEFAULT, Order
 
 TITLE = "Lab 1: from synchronous to stream-ordered"
 FILE, FUNCTION = "pipeline.cu", "pipeline_stream_ordered"
@@ -24,7 +25,7 @@ SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exit
 # MIN_SPEEDUP times.
 OF_LIMIT, OF_LOSS, MIN_SPEEDUP = 0.25, 0.04, 1.5
 OTHER_STREAMS = {"0", "NULL", "nullptr", "cudaStreamLegacy", "cudaStreamPerThread",
-                 cppsource.DEFAULT_STREAM}  # clearly not s
+                 DEFAULT}  # clearly not s
 KERNELS = ("fill_transform", "reduce_sum")  # compute's kernels, which use buf
 ALLOCATE = ("cudaMallocAsync", "cudaMallocFromPoolAsync")  # the stream is the last argument of both
 VERSIONS = {"original": "the original", "preallocated": "the limit", "stream_ordered": "yours"}
@@ -256,8 +257,8 @@ def on_the_kernels_stream(report, code):
     """The allocation before the kernels and the free after them, in the GPU's order: on s (or a name given to s),
     or on another stream ordered by an event. Where the reading cannot tell which stream or event a call names, it
     says so: the probe and compute-sanitizer decide."""
-    order = cppsource.StreamOrder(code)
-    kernels = [op["what"] for op in order.ops if op["what"] in KERNELS]
+    order = Order(code, loop_with="cudaFreeAsync")
+    kernels = [op.what for op in order.ops if op.what in KERNELS]
     if not kernels or order.missing("cudaMallocAsync", "cudaFreeAsync") or any(
             cppsource.calls_in_loops(code, name) for name in SYNCS):
         return  # said above, or the host orders them (a wait in the loop: said above)
@@ -270,7 +271,7 @@ def on_the_kernels_stream(report, code):
         if ordered is None:
             report.cannot_tell(f"whether {api} on `{raw}` is ordered {where} the kernels on s",
                                f"The reading cannot follow {checks.english(order.unresolved)}")
-        elif stream == cppsource.DEFAULT_STREAM or cppsource.resolve(code, raw) in OTHER_STREAMS:
+        elif stream == DEFAULT or cppsource.resolve(code, raw) in OTHER_STREAMS:
             same = cppsource.resolve(code, raw)
             raw += f" ({same})" if same and same != raw else ""
             report.wrong(f"{api} is called on {raw}, not on s, the stream the kernels run on: nothing orders it "

@@ -6,8 +6,9 @@ solutions/lab3_fix_the_race.ipynb.
 """
 from __future__ import annotations
 
-from .. import calls, checks, cppsource, sanitizer
+from .. import calls, checks, sanitizer
 from .common import SYNCS, leaked, show
+from .streams import Order
 
 TITLE = "Lab 3: fix the race"
 FILE = "race.cu"
@@ -35,7 +36,7 @@ def lab3(lesson) -> None:
     if traced:
         recorded_order(report, traced)
     with report.reading(decided=bool(traced)):  # the reading explains: it points at the line
-        order = cppsource.StreamOrder(report.read(FILE, "main"))  # main, with the file's own helpers inlined
+        order = Order(report.read(FILE, "main"), loop_with="cudaFreeAsync")  # main, its own helpers inlined
         if order.missing("cudaMallocAsync", "fill_slow", "consume", "cudaFreeAsync"):
             report.wrong("the loop must still allocate buf (cudaMallocAsync), fill it (fill_slow<<<...>>>), read it "
                          "(consume<<<...>>>) and free it (cudaFreeAsync)")

@@ -1,16 +1,20 @@
-"""What a function's straight-line code puts on which stream, and what the GPU must finish before what: the
-reading that labs 5 and 6 use to say whether one operation is ordered after another.
+"""What a lab's code puts on which stream, and what the GPU must finish before what: the one reading of stream order
+that every lab's check uses to explain (its verdict on the order comes from the record of the calls, calls.py).
 
-    order = Order(inline(src, "importer"))
+    order = Order(inline(src, "importer"))              # a function's straight-line code
     read = order.launch("check_values")                 # the first launch of that kernel (an Op), or None
     order.after(order.first("cudaFreeAsync", ptr="p", start=read.pos), read)   # True, False or None
+    order = Order(inline(src, "main"), loop_with="cudaFreeAsync")    # the body of the loop that frees
+    order.ordered_after("consume", "cudaMallocAsync", "fill_slow")   # by name: True, False or None
+    order.stream("consume"), order.missing("fill_slow"), order.same_stream("cudaFreeAsync", "consume")
 
 An operation is ordered after another when it is on the same stream after it, or on a stream that waits
 (cudaStreamWaitEvent) for an event recorded after it, or when the host waited for it (cudaStreamSynchronize,
-cudaEventSynchronize, cudaDeviceSynchronize) before enqueueing it. Streams and events are followed through
-the names given them (`cudaStream_t a = s;`). Where an argument is not a name the reading can follow (an array
-element, a dereference, a call), `after` answers None: the reading cannot tell, and the run decides. Loops and
-branches are read as written, once, in program order (the labs' functions have none around these calls).
+cudaEventSynchronize, cudaDeviceSynchronize) before enqueueing it. Streams and events are followed through the
+names given them (`cudaStream_t a = s;`, cppsource.resolve). Where an argument is not one the reading can follow (an
+array element it cannot tell, a dereference, a call), the answer is None: the reading cannot tell, and the run
+decides. Loops and branches are read as written, once, in program order: what an iteration inherits from the one
+before is not modelled.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ ENQUEUED = {  # API: (index of the stream argument (-1: last), index of the poin
     "cudaStreamBeginCapture": (0, None), "cudaStreamEndCapture": (0, None),
 }
 HOST_WAITS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize")
+SAME_AS = {"cudaMallocFromPoolAsync": "cudaMallocAsync"}  # asked for by name, one counts as the other
 NAME = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -38,7 +43,27 @@ class Op:
     event: str | None = None  # for records, waits and cudaEventSynchronize: canonical name or "?"
     ptr: str | None = None  # the pointer argument, canonical, for allocations, frees, memsets, launches' first
     args: tuple = ()  # the arguments as written
-    written: str = ""  # the stream (or event) argument as written, for messages
+    written: str = ""  # the stream argument as written, for messages
+    written_event: str = ""  # the event argument as written
+
+
+def written_stream(arg: str) -> str:
+    """A stream argument as written, casts to cudaStream_t and parentheses left out; DEFAULT for the legacy default
+    stream (left out, 0, NULL, nullptr, cudaStreamLegacy)."""
+    arg = re.sub(r"^\(\s*cudaStream_t\s*\)\s*", "", (arg or "").strip())
+    while arg.startswith("(") and arg.endswith(")") and _outer(arg):
+        arg = arg[1:-1].strip()
+    return DEFAULT if arg in ("", "0", "NULL", "nullptr", "cudaStreamLegacy") else arg
+
+
+def _outer(text: str) -> bool:
+    """Does the parenthesis that opens `text` close at its end?"""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def _strip(arg: str) -> str:
@@ -52,13 +77,23 @@ def _strip(arg: str) -> str:
 class Order:
     """The stream work of one function, in program order, with what each operation is ordered after."""
 
-    def __init__(self, code: str):
+    def __init__(self, code: str, loop_with: str | None = None):
+        """The operations of `code`; with `loop_with`, only those in the body of the first loop that calls it (none
+        where no loop does): the names are still followed through the whole code."""
         self.code = cppsource.strip_comments(code)
         self.names = self._name_groups()
         self.blocking = self.blocking_streams()
         self.ops: list[Op] = []
         self.before: list[set[int]] = []
+        self.within = (0, len(self.code))
+        if loop_with:
+            uses = cppsource.calls(self.code, loop_with)
+            self.within = next(((a, b) for a, b in cppsource.loop_bodies(self.code) if any(a <= p < b for p in uses)),
+                               (0, 0))
         self._read()
+        self.unresolved = list(dict.fromkeys(  # "`expr`": the streams and events the reading cannot follow
+            f"`{w}`" for o in self.ops for w, c in ((written_stream(o.written), o.stream), (o.written_event, o.event))
+            if c == "?"))
 
     # -- names ----------------------------------------------------------------------------------------------
     def _name_groups(self) -> dict[str, str]:
@@ -81,45 +116,61 @@ class Order:
             return "?"
         return self.names.get(a, a)
 
+    def handle(self, arg: str, stream: bool = True) -> str:
+        """The stream or event an argument names (cppsource.resolve: through the names given it, an element of an
+        array its cudaXxxCreate made); DEFAULT for the legacy default stream; "?" where the reading cannot tell."""
+        written = written_stream(arg) if stream else (arg or "").strip()
+        found = written if written == DEFAULT else cppsource.resolve(self.code, written)
+        if found is None:
+            return "?"
+        if stream and written_stream(found) == DEFAULT:
+            return "?" if self.blocking else DEFAULT  # the legacy stream waits for blocking streams
+        return written_stream(found) if stream else found
+
     # -- reading --------------------------------------------------------------------------------------------
     def _read(self):
         code = self.code
         apis = "|".join((*ENQUEUED, *RECORDS, "cudaStreamWaitEvent", *HOST_WAITS, "cudaFree"))
-        for m in re.finditer(rf"\b(?P<api>{apis})\s*\(|\b(?P<kernel>\w+)\s*<<<", code):
+        a, b = self.within
+        for m in re.finditer(rf"\b(?P<api>{apis})\s*\(|\b(?P<kernel>\w+)\s*<<<", code[a:b]):
+            start, end = a + m.start(), a + m.end()
             if m["kernel"]:
-                end = code.find(">>>", m.end())
-                config = cppsource.split_arguments(code[m.end():end])
-                paren = code.find("(", end)
+                close = code.find(">>>", end)
+                config = cppsource.split_arguments(code[end:close])
+                paren = code.find("(", close)
                 args = tuple(cppsource.call_arguments(code, paren)) if paren >= 0 else ()
                 written = config[3] if len(config) > 3 else ""
-                self._add(Op(m["kernel"], m.start(), self.canonical(written, True),
+                self._add(Op(m["kernel"], start, self.handle(written),
                              ptr=self.canonical(args[0]) if args else None, args=args, written=written or "0"))
                 continue
-            api, args = m["api"], tuple(cppsource.call_arguments(code, m.start()))
+            api, args = m["api"], tuple(cppsource.call_arguments(code, start))
             if api in ENQUEUED:
                 s, p = ENQUEUED[api]
                 written = (args[s] if args and (s < 0 or len(args) > s) else "")
-                self._add(Op(api, m.start(), self.canonical(written, True),
+                self._add(Op(api, start, self.handle(written),
                              ptr=self.canonical(args[p]) if p is not None and len(args) > p else None,
                              args=args, written=written or "0"))
             elif api in RECORDS:
                 written = args[1] if len(args) > 1 else ""
-                self._add(Op("cudaEventRecord", m.start(), self.canonical(written, True),
-                             event=self.canonical(args[0]) if args else "?", args=args, written=written or "0"))
+                self._add(Op("cudaEventRecord", start, self.handle(written), event=self._event(args, 0), args=args,
+                             written=written or "0", written_event=args[0] if args else ""))
             elif api == "cudaStreamWaitEvent":
                 written = args[0] if args else ""
-                self._add(Op(api, m.start(), self.canonical(written, True),
-                             event=self.canonical(args[1]) if len(args) > 1 else "?", args=args, written=written))
+                self._add(Op(api, start, self.handle(written), event=self._event(args, 1), args=args, written=written,
+                             written_event=args[1] if len(args) > 1 else ""))
             else:  # host calls: the synchronizations, and cudaFree (which the API says may synchronize)
-                op = Op(api, m.start(), None, args=args)
+                op = Op(api, start, None, args=args)
                 if api == "cudaStreamSynchronize":
                     op.written = args[0] if args else ""
-                    op.stream = self.canonical(op.written, True)
+                    op.stream = self.handle(op.written)
                 elif api == "cudaEventSynchronize":
-                    op.event = self.canonical(args[0]) if args else "?"
+                    op.event, op.written_event = self._event(args, 0), args[0] if args else ""
                 elif api == "cudaFree":
                     op.ptr = self.canonical(args[0]) if args else "?"
                 self._add(op)
+
+    def _event(self, args, k: int) -> str:
+        return self.handle(args[k], stream=False) if len(args) > k else "?"
 
     def _add(self, op: Op):
         k = len(self.ops)
@@ -195,6 +246,42 @@ class Order:
         """Has the host, by offset `pos`, waited for `op` to finish (a synchronization that covers it)?"""
         k = self.ops.index(op)
         return any(k in self._waits_for(j) for j, o in enumerate(self.ops) if o.what in HOST_WAITS and o.pos < pos)
+
+    # -- the same questions by name: the first operation of each API or kernel (cudaMallocFromPoolAsync counts as
+    # cudaMallocAsync) ---------------------------------------------------------------------------------------------
+    def index(self, what: str) -> int | None:
+        return next((k for k, o in enumerate(self.ops) if SAME_AS.get(o.what, o.what) == what), None)
+
+    def count(self, what: str) -> int:
+        return sum(SAME_AS.get(o.what, o.what) == what for o in self.ops)
+
+    def missing(self, *whats: str) -> list[str]:
+        return [w for w in whats if self.index(w) is None]
+
+    def stream(self, what: str) -> str | None:
+        """The stream `what` runs on, as written (DEFAULT for the legacy default stream)."""
+        k = self.index(what)
+        return None if k is None else written_stream(self.ops[k].written)
+
+    def ordered_after(self, later: str, *earlier: str) -> bool | None:
+        """Does `later` start only once every one of `earlier` has finished (False if one is missing)? None where
+        the reading cannot tell: a stream or event it reads is one it cannot follow (self.unresolved); then only
+        program order on one stream it knows is certain."""
+        k = self.index(later)
+        if k is None or any(self.index(e) is None for e in earlier):
+            return False
+        if self.unresolved:
+            stream = self.ops[k].stream
+            known = stream != "?" and all(self.ops[self.index(e)].stream == stream for e in earlier)
+            return True if known and all(self.index(e) < k for e in earlier) else None
+        return all(self.index(e) in self.before[k] for e in earlier)
+
+    def same_stream(self, a: str, b: str) -> bool | None:
+        """Do operations `a` and `b` run on the same stream (names followed)? None where the reading cannot tell."""
+        ka, kb = self.index(a), self.index(b)
+        if self.unresolved or ka is None or kb is None:
+            return None
+        return self.ops[ka].stream == self.ops[kb].stream
 
     def blocking_streams(self) -> bool:
         """Does the code create a stream that synchronizes with the legacy default stream (cudaStreamCreate, or
