@@ -7,7 +7,9 @@ VENV   ?= .venv
 PYTHON ?= $(VENV)/bin/python
 SETUP  := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.installed)
 COLAB_VENV ?= build/venv-colab
-COLAB_PYTHON ?= python3
+# the Colab tier's Python: Colab's 3.12, found or installed by tests/colab/colab_python.sh (which says so when it can
+# only offer another version); COLAB_PYTHON=/path/to/python names one
+COLAB_PYTHON ?=
 # make test: pytest-xdist's workers, a test file each at a time, where it is installed; conftest.py makes `auto` one
 # worker per core in replay and a single worker live (a GPU's timings are never shared with another test)
 XDIST = $$($(PYTHON) -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
@@ -29,9 +31,11 @@ labs: $(SETUP)              ## regenerate the generated files: links (README map
 	$(PYTHON) tools/make_labs.py
 dist:                       ## build/dist/stream-ordered-allocator.zip: what git tracks, in one archive (for Colab)
 	python3 tools/make_dist.py
-colab-test: $(COLAB_VENV)/.installed  ## as on Colab: each notebook in a fresh /content from the archive; set-up, widget tests
+colab-test: $(COLAB_VENV)/.installed  ## as on Colab (Python 3.12, its pins and IPython config): every notebook and lab from the archive in a fresh folder
+	@$(COLAB_VENV)/bin/python -c 'import sys; v = "%d.%d.%d" % sys.version_info[:3]; v.startswith("3.12.") or \
+	  print(f"WARNING: the Colab tier runs on Python {v}, not on Colab\x27s 3.12 (see tests/colab/colab_python.sh)")'
 	JUPYTER_PATH=$(abspath $(COLAB_VENV))/share/jupyter PYDEVD_DISABLE_FILE_VALIDATION=1 STREAMALLOC_COLAB_TIER=1 \
-	  $(COLAB_VENV)/bin/python -m pytest tests/test_widgets.py tests/test_colab_setup.py tests/test_gpu.py tests/colab
+	  $(COLAB_VENV)/bin/python -m pytest -rs tests/test_widgets.py tests/test_colab_setup.py tests/test_gpu.py tests/colab
 compile-matrix: $(SETUP)    ## every .cu for sm_75 and the recorded GPU, with CUDA 13 and CUDA 12.4 on 12.0 headers
 	$(PYTHON) tools/compile_matrix.py --jobs 2
 
@@ -53,10 +57,10 @@ $(VENV)/.installed: requirements.txt
 	bash tools/ensure_nvcc.sh $(VENV)
 	touch $@
 
-# rebuilt only when the pins change; pip's cache (~/.cache/pip) keeps the downloads between builds
-$(COLAB_VENV)/.installed: constraints/colab.txt
+# rebuilt only when the pins or the choice of Python change; pip's cache (~/.cache/pip) keeps the downloads
+$(COLAB_VENV)/.installed: constraints/colab.txt tests/colab/colab_python.sh
 	rm -rf $(COLAB_VENV)
-	$(COLAB_PYTHON) -m venv $(COLAB_VENV)
+	py=$$(COLAB_PYTHON='$(COLAB_PYTHON)' bash tests/colab/colab_python.sh) && "$$py" -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip install -q -c constraints/colab.txt -r constraints/colab.txt
 	$(COLAB_VENV)/bin/python -m pip check
 	$(COLAB_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (Colab's packages)"

@@ -1,8 +1,8 @@
 """Widgets: sliders over a recorded grid of settings, the same in live and in replay.
 
 A lesson measures a grid of settings once with `lesson.measure` (live: now; replay: the recording comes
-back), and an Explorer lets the learner move over it: one control per setting, and an Output that shows
-the lesson's plot for the chosen one.
+back), and an Explorer lets the learner move over it: one control per setting, and the lesson's plot for the
+chosen one.
 
     explorer = sa.widgets.Explorer(
         grid,                                      # lesson.measure's Result, or a dict {setting: data}
@@ -15,13 +15,17 @@ the lesson's plot for the chosen one.
     explorer                                       # the last line of a cell shows it
 
 The explorer draws the default setting when it is made (so a setting missing from the grid, or a plot
-that fails, raises in the cell). Shown, it is three outputs: first the plot, an ordinary image output that
+that fails, raises in the cell). Shown, it is two outputs: first the plot, an ordinary image output that
 every front end shows (nbval, papermill, nbconvert, a notebook opened without its kernel, and a widget front
-end that cannot draw this ipywidgets' widgets, such as classic Notebook 6.5 with widgetsnbextension 3.6);
-then the controls, then an Output. Moving a control redraws the plot in place (IPython's update_display); what
-the plot prints, or its error, shows in the Output. The Output is displayed on its own, never inside the
-controls' box: classic Notebook 6.5 with widgetsnbextension 3.6 (Colab's closest) draws no box that holds an
-Output. Without ipywidgets it is only the image, with a note.
+end that cannot draw this ipywidgets' widgets); then the controls, whose last row (an HTML widget) says what a
+redraw printed, or its error. Moving a control redraws the plot in place (IPython's update_display).
+
+No ipywidgets Output widget: widgetsnbextension 3.6.10 (classic Notebook 6.5, Colab's closest front end) cannot
+create its model at all ("Could not create a model ... _deserialize_state is not a function": the Output model
+class that front end builds lacks the static method every model needs), and that failure, in the notebook's queue
+of kernel messages, sometimes took the controls' box down with it (issue 32: a cell run by "Run all" showed the
+plot but no controls, 2 CI runs of 5, whether the Output sat inside the box or beside it). Without ipywidgets it is
+only the image, with a note.
 
 Importing this module is cheap: ipywidgets is imported when an explorer is made, not here.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import html
 import inspect
 import io
 import traceback
@@ -85,12 +90,8 @@ def render(fig: Figure) -> dict:
             "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)}}
 
 
-def _stream(name: str, text: str) -> dict:
-    return {"output_type": "stream", "name": name, "text": text}
-
-
 class Explorer:
-    """Controls over a grid of settings and an Output that shows plot(*setting) for the chosen one.
+    """Controls over a grid of settings, and the plot(*setting) of the chosen one.
 
     grid: {key(*setting): data}, or a lesson Result whose .data is that dict (its .label is then the
         default label). controls: {description: options}, in the order of plot's arguments; options are
@@ -113,7 +114,7 @@ class Explorer:
             if value not in [v for _, v in pairs]:
                 raise ValueError(f"the default {name} {value!r} is not one of its options")
 
-        self.controls, self.readouts, self.now, self.output, self.box = {}, {}, None, None, None
+        self.controls, self.readouts, self.now, self.said, self.box = {}, {}, None, None, None
         self.draws = 0  # how many times plot was called: a test's hook
         self.handles = []  # the plot's displays (a DisplayHandle each): a redraw updates them in place
         self._widgets = _ipywidgets()
@@ -137,11 +138,11 @@ class Explorer:
         if self.run is not None:
             self.now = w.Checkbox(value=False, disabled=not self.live, description=RUN_NOW if self.live else RUN_NOW_OFF,
                                   style=wide, indent=False)
-        self.output = w.Output()  # what a redraw printed, or its error; the plot itself is an output of its own
+        self.said = w.HTML(value="")  # what a redraw printed, or its error (an HTML widget: see the module's notes)
         sliders = [w.HBox([c, self.readouts[n]]) for n, c in self.controls.items() if n in self.readouts]
         switches = [c for n, c in self.controls.items() if n not in self.readouts] + ([self.now] if self.now else [])
         rows = [w.HBox(row) for row in (sliders, switches) if row]
-        self.box = w.VBox(rows)  # the Output is not in it: classic Notebook 6.5 would draw none of the controls
+        self.box = w.VBox(rows + [self.said])
         for c in list(self.controls.values()) + ([self.now] if self.now else []):
             c.observe(self.redraw, names="value")
 
@@ -190,19 +191,32 @@ class Explorer:
             for n in set(plt.get_fignums()) - before:  # never left for the inline backend to show again
                 plt.close(n)
 
+    @property
+    def message(self) -> str:
+        """What the last redraw printed, or its error, as the controls' last row shows it (plain text)."""
+        return self._message
+
+    _message = ""
+
+    def _say(self, text: str, error: bool = False):
+        self._message = text
+        if self.said is not None:
+            colour = "#b00020" if error else "inherit"
+            self.said.value = (f'<pre style="margin:0;white-space:pre-wrap;color:{colour}">{html.escape(text)}</pre>'
+                               if text else "")
+
     def redraw(self, *_):
-        """Draw the chosen setting in place of the plot shown; what the plot printed, or its error, goes to the
-        Output under the controls (an error leaves the last good plot)."""
+        """Draw the chosen setting in place of the plot shown; what the plot printed, or its error, shows under
+        the controls (an error leaves the last good plot)."""
         text = io.StringIO()
         try:
             with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
                 shown = self.draw(self.setting)
         except Exception:
-            outputs = [_stream("stdout", text.getvalue())] if text.getvalue() else []
-            self.output.outputs = tuple(outputs + [_stream("stderr", traceback.format_exc())])
+            self._say(text.getvalue() + traceback.format_exc(), error=True)
             return
         self.shown = shown
-        self.output.outputs = tuple([_stream("stdout", text.getvalue())] if text.getvalue() else [])
+        self._say(text.getvalue())
         for handle in self.handles:
             handle.update(shown["data"], metadata=shown["metadata"], raw=True)
 
@@ -220,7 +234,7 @@ class Explorer:
         return self.shown["data"], self.shown["metadata"]
 
     def _ipython_display_(self):
-        """The plot as an ordinary output first (every front end shows it), then the controls, then the Output."""
+        """The plot as an ordinary output first (every front end shows it), then the controls."""
         from IPython.display import display
 
         handle = display(self.shown["data"], metadata=self.shown["metadata"], raw=True, display_id=True)
@@ -228,7 +242,6 @@ class Explorer:
             self.handles.append(handle)
         if self.box is not None:
             display(self.box)
-            display(self.output)
 
     def show(self):
         """Display the explorer (the same as leaving it as the last line of a cell)."""

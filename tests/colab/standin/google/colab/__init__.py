@@ -24,3 +24,13 @@ def _local(path: str) -> Path:
     if p.is_absolute() and p.parts[:2] == ("/", "content"):
         return _content().joinpath(*p.parts[2:])
     return p
+
+
+loaded_as_extension = False
+
+
+def load_ipython_extension(ipython):
+    """What Colab's IPython configuration loads before the first cell (c.InteractiveShellApp.extensions): Colab's
+    registers its magics and output hooks; the stand-in records that it was loaded."""
+    global loaded_as_extension
+    loaded_as_extension = True
