@@ -61,6 +61,39 @@ def run_cells(name: str, lesson, cells=None) -> dict:
     return ns
 
 
+def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None) -> str:
+    """The whole notebook `name` run in a Jupyter kernel, in replay, on lines this test typed: `runs` is
+    [(program, args, stdout)] for its %%writefile programs, saved as recordings of `machine` (an H100 by default) in
+    the folder the `recordings` fixture made; its key figures go under tmp_path. What its cells printed, as one text;
+    a failing cell raises nbclient's CellExecutionError. The lines are no recording and no figure: they exercise the
+    notebook's own code."""
+    import nbclient
+    import nbformat
+
+    from streamalloc import replay
+
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.setenv("STREAMALLOC_KEY_FIGURES", str(tmp_path / "key_figures"))
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    monkeypatch.setattr(replay, "_started", set())
+    machine = machine or sa.gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True,
+                                        date="2026-01-01", driver="580.1", driver_cuda="13.0", nvcc="13.0",
+                                        memory_free=80 << 30)
+    written = {}
+    for _, file, text in course.written_files(notebook(name)):
+        written[Path(file).stem] = tmp_path / file
+        written[Path(file).stem].write_text(text)
+    # the key a Lesson's run gives (Lesson.key_source), made without a Lesson: one made here, in a process where
+    # ipykernel is loaded, would build the notebook's programs ahead, before any recording says which GPU to build for
+    for program, args, stdout in runs:
+        replay.save(machine, name, program, replay.program_key(written[program]), args, {"stdout": stdout})
+    nb = nbformat.read(str(notebook(name)), as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(notebook(name).parent)}}).execute()
+    return "\n".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
+                     for cell in nb.cells for out in cell.get("outputs", []))
+
+
 # -- the stand-in lesson -------------------------------------------------------------------------------------------
 class StandIn:
     """A lesson that runs nothing: its runs print what `outputs` gives, as a GPU's (live=True) or a replay's would.

@@ -11,6 +11,7 @@ import pytest
 
 from streamalloc import gpu, lesson, replay
 from streamalloc.lessons import explicit_pools_ipc as X
+from notebook import programs, replayed
 from streamalloc.measure import GiB, MiB, Records, block_size, free_memory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,39 +173,9 @@ def canned_runs():
             ("ipc_cost", [32, 2 * MiB], cost), ("host_pool", [BLOCK, 10], host), ("vm_limit", [BLOCK], vm)]
 
 
-def notebook_programs(tmp_path) -> dict:
-    from streamalloc.course import written_files
-
-    found = {}
-    for _, file, text in written_files(NOTEBOOK):
-        if file.endswith(".cu"):
-            found[file[:-3]] = tmp_path / file
-            found[file[:-3]].write_text(text)
-    return found
-
-
 def test_the_notebook_on_canned_output(recordings, tmp_path, monkeypatch):
-    import nbclient
-    import nbformat
-
-    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    monkeypatch.setenv("STREAMALLOC_KEY_FIGURES", str(tmp_path / "key_figures"))
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    monkeypatch.setattr(replay, "_started", set())
-    h100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
-                       driver="580.1", driver_cuda="13.0", nvcc="13.0", memory_free=80 * GiB)
-    programs = notebook_programs(tmp_path)
-    assert sorted(programs) == ["explicit_pool", "host_pool", "ipc_cost", "ipc_pool", "ipc_sync_free", "pointer_attrs",
-                                "pool_overload", "resident_access", "vm_limit"]
-    # the key a Lesson's run gives (Lesson.key_source), made without a Lesson: one made here, in a process where
-    # ipykernel is loaded, would build the notebook's programs ahead, before any recording says which GPU to build for
-    for name, args, stdout in canned_runs():
-        replay.save(h100, NAME, name, replay.program_key(programs[name]), args, {"stdout": stdout})
-    nb = nbformat.read(str(NOTEBOOK), as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    text = "\n".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
-                     for cell in nb.cells for out in cell.get("outputs", []))
+    assert sorted(name for name, _, _ in canned_runs()) == sorted(Path(f).stem for f in programs(NAME))
+    text = replayed(NAME, tmp_path, monkeypatch, canned_runs())
     assert "BLOCK = 64 MiB" in text
     assert "This driver differs from the guide on 3 of the 5 points tested" in text
     assert "access read-write on import; cudaMemPoolSetAccess: not needed" in text

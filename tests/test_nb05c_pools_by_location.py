@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streamalloc import gpu, replay
 from streamalloc.lessons import pools_by_location as L
-from streamalloc.measure import GiB, MiB, Records
+from notebook import replayed
+from streamalloc.measure import MiB, Records
 
 NAME = "05c_pools_by_location"
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / f"{NAME}.ipynb"
@@ -64,35 +64,8 @@ def test_sentences():
                                        *[json.loads(x) for x in numa_lines().splitlines()][1:])
 
 
-def programs(tmp_path):
-    from streamalloc.course import written_files
-
-    found = {}
-    for _, file, text in written_files(NOTEBOOK):
-        found[file[:-3]] = tmp_path / file
-        found[file[:-3]].write_text(text)
-    return found
-
-
 def run_notebook(tmp_path, monkeypatch, where, numa):
-    import nbclient
-    import nbformat
-
-    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    monkeypatch.setenv("STREAMALLOC_KEY_FIGURES", str(tmp_path / "key_figures"))
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    monkeypatch.setattr(replay, "_started", set())
-    h100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
-                       driver="580.1", driver_cuda="13.0", nvcc="13.0", memory_free=80 * GiB)
-    found = programs(tmp_path)
-    assert sorted(found) == ["numa_ipc_pool", "pools_by_location"]
-    replay.save(h100, NAME, "pools_by_location", replay.program_key(found["pools_by_location"]), [BLOCK], {"stdout": where})
-    replay.save(h100, NAME, "numa_ipc_pool", replay.program_key(found["numa_ipc_pool"]), [BLOCK], {"stdout": numa})
-    nb = nbformat.read(str(NOTEBOOK), as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    return "\n".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
-                     for cell in nb.cells for out in cell.get("outputs", []))
+    return replayed(NAME, tmp_path, monkeypatch, [("pools_by_location", [BLOCK], where), ("numa_ipc_pool", [BLOCK], numa)])
 
 
 def test_the_notebook_on_canned_output(recordings, tmp_path, monkeypatch):
