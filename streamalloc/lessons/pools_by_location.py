@@ -39,7 +39,8 @@ def set_current_text(r) -> str:
 def allocate_table(records, label):
     rows = []
     for r in records.where(step="allocate"):
-        rows.append({"pool": r["pool"], "made": r["how"], "device 0's access": r.get("set_access", "-"),
+        made = r["how"] if "(" in r["how"] else f"cudaMemPoolCreate(device 0, managed): {r['how']}"  # its answer
+        rows.append({"pool": r["pool"], "made": made, "device 0's access": r.get("set_access", "-"),
                      "cudaMallocFromPoolAsync": r.get("malloc", "-"),
                      "kernel wrote": ("every value" if r.get("wrong") == 0 else f"{r['wrong']} wrong") if r.get("ran")
                      else "not run", "cudaPointerGetAttributes": r.get("memory_type", "-"),
