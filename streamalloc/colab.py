@@ -44,6 +44,15 @@ class NotTheCourse(Exception):
     """An archive or folder that cannot be used; the message is one sentence saying why."""
 
 
+class CourseNotFound(Exception):
+    """No copy of the course can be used here: the message (one sentence) says where it looked and what to do. A
+    notebook shows the message alone: IPython asks an exception for `_render_traceback_` (a SystemExit would come
+    with "An exception has occurred, use %tb to see the full traceback" and "To exit: use 'exit'")."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
 def on_colab() -> bool:
     return "google.colab" in sys.modules or _importable("google.colab")
 
@@ -193,20 +202,21 @@ def no_recordings(folder: Path) -> bool:
 
 # -- finding the course -----------------------------------------------------------------------------------
 def find(repo: str | None = None, content: Path | None = None, say=print) -> Path:
-    """The course's folder; on Colab, unpacked or found as the module's docstring says. SystemExit with one
-    sentence when there is none."""
+    """The course's folder; on Colab, unpacked or found as the module's docstring says. CourseNotFound, one
+    sentence, when there is none."""
     here = Path.cwd()
     if not on_colab():
         for p in (here, *here.parents):
             if (p / "streamalloc").is_dir():
                 return p
-        sys.exit(f"The course's helper package is not in {here} or above it: open this notebook from a copy of "
-                 "the course (README.md, \"Opening it\").")
+        raise CourseNotFound(f"The course's helper package is not in {here} or above it: open this notebook from a "
+                             "copy of the course (README.md, \"Opening it\").")
     content = Path(content) if content is not None else here
     try:
         folder, how, others = _colab_copy(repo, content, say)
     except OSError as e:  # a folder of the runtime's that cannot be read (its permissions), git not installed
-        sys.exit(f"The course cannot be set up: {e.filename or content} cannot be used ({e.strerror or e}).")
+        raise CourseNotFound(f"The course cannot be set up: {e.filename or content} cannot be used "
+                             f"({e.strerror or e}).") from None
     if no_recordings(folder):
         say(f"Warning: {folder} has no recordings (its recordings/ folder is missing or empty), so without a GPU "
             "no lesson has measurements to show: get a complete copy of the course (README.md, \"Opening it\").")
@@ -307,9 +317,10 @@ def _colab_copy(repo, content: Path, say) -> tuple[Path, str, str]:
         done = subprocess.run(["git", "clone", "-q", "--depth=1", url, str(placed)], capture_output=True, text=True)
         if done.returncode == 0:
             return placed, f"cloned from {url}", ""
-        sys.exit(f"`git clone {url}` failed: {' '.join(done.stderr.split())}")
+        raise CourseNotFound(f"`git clone {url}` failed: {' '.join(done.stderr.split())}")
     seen = f" Seen, not usable: {'; '.join(rejected)}." if rejected else ""
     seen += "".join(f" Also, {u}." for u in unreadable)
-    sys.exit(f"The course is not here: looked in {content} for an archive (*.zip) and the folder {NAME}, and in "
-             f"{content / DRIVE} for the folder {NAME}.{seen} Upload {NAME}.zip (`make dist` builds it) with the "
-             "Files panel, or mount Google Drive holding the folder, then run this cell again.")
+    raise CourseNotFound(f"The course is not here: looked in {content} for an archive (*.zip) and the folder {NAME}, "
+                         f"and in {content / DRIVE} for the folder {NAME}.{seen} Upload {NAME}.zip (`make dist` "
+                         "builds it) with the Files panel, or mount Google Drive holding the folder, then run this "
+                         "cell again.")

@@ -15,12 +15,15 @@ label says it is a replay.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.util
 import inspect
+import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -78,6 +81,7 @@ class Lesson:
         except OSError as e:  # a read-only or full disk: say which folder, not a traceback
             raise BuildFailed(f"the build folder {self.build} cannot be made: {e.strerror or e} (a read-only folder, or "
                               "a full disk); set STREAMALLOC_BUILD to a folder you can write") from None
+        short_writefile(self.build)
         self.reference_gpu = replay.reference()
         self._programs: dict[str, str] = {}  # key source -> program_sha, for what key_source() made
         if self.mode.live:
@@ -434,6 +438,44 @@ def label(m: gpu.Machine, live: bool) -> str:
     stack += f", programs built for {m.build_arch}" if getattr(m, "build_arch", None) else ""
     return (f"{m.gpu}, replayed from a recording of {m.date} (driver {m.driver}, CUDA {m.driver_cuda}, "
             f"nvcc {m.nvcc}{stack}){replay.same_machine_note(m)}")
+
+
+_BUILDS: set[Path] = set()  # the lessons' build folders, which %%writefile's message names as lesson.build
+WRITTEN = re.compile(r"^(Writing|Overwriting|Appending to) (.+)$", re.M)
+
+
+def short_writefile(build: Path) -> None:
+    """`%%writefile {lesson.build}/x.cu` says "Writing x.cu (in lesson.build)", not the build folder's whole path
+    (build/cuda/<lesson>-<key>/run-<pid>-<token>/x.cu: nothing a reader needs; `print(lesson.build)` shows it).
+    IPython's own magic writes the file, as it always does; only its message is shorter, and only for a file in a
+    lesson's build folder. Outside IPython, nothing to do."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    _BUILDS.add(Path(build).resolve())
+    original = shell.find_cell_magic("writefile")
+    if original is None or getattr(original, "short_paths", False):
+        return
+
+    def shorter(match):
+        path = Path(match[2].strip("'\""))
+        return f"{match[1]} {path.name} (in lesson.build)" if path.parent.resolve() in _BUILDS else match[0]
+
+    def writefile(line, cell):
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(said):
+                return original(line, cell)
+        finally:
+            print(WRITTEN.sub(shorter, said.getvalue()), end="", flush=True)
+
+    writefile.short_paths = True
+    writefile.__doc__ = original.__doc__  # `%%writefile?` reads as IPython's
+    shell.register_magic_function(writefile, magic_kind="cell", magic_name="writefile")
 
 
 def start(name: str, quiet: bool = False) -> Lesson:

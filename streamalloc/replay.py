@@ -23,6 +23,7 @@ When the meaning changes, replay says to re-record, never falls back.
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import html
 import json
@@ -198,8 +199,37 @@ def source_hash(source: str) -> str:
 
 # -- which set of recordings ------------------------------------------------------------------------------
 def available() -> list[str]:
+    """The sets in recordings/: folders that hold a machine.json (one that cannot be read, a link that leads back to
+    itself, counts: reading it says what is wrong with it, rather than calling the set missing)."""
     r = root()
-    return sorted(p.parent.name for p in r.glob("*/machine.json")) if r.is_dir() else []
+    try:
+        return sorted(p.name for p in r.iterdir() if _there(p / "machine.json")) if r.is_dir() else []
+    except OSError:
+        return []
+
+
+def _there(path: Path) -> bool:
+    """Whether path names something, readable or not: a symbolic link that loops, or whose target is gone, is there
+    (reading it says what is wrong), where Path.is_file() would call it missing."""
+    return os.path.lexists(path)
+
+
+def unreadable(path: Path) -> str:
+    """Why path, or a folder above it inside recordings/, is there but cannot be used ('' where nothing is wrong,
+    or where it is simply missing): a symbolic link that leads back to itself, or to nothing."""
+    top = root()
+    for p in [*reversed(Path(path).parents), Path(path)]:
+        if not p.is_relative_to(top) or not os.path.islink(p):
+            continue
+        try:
+            p.stat()
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return f"{p} is a symbolic link that leads back to itself ({os.readlink(p)})"
+            if e.errno == errno.ENOENT:
+                return f"{p} is a symbolic link to {os.readlink(p)}, which does not exist"
+            return f"{p} cannot be read: {e.strerror or e}"
+    return ""
 
 
 # How a lesson tells the runner, in the file $STREAMALLOC_NOT_MEASURED names, that it showed a recording on a live
@@ -218,6 +248,9 @@ def reference() -> str | None:
     """The set to replay: $STREAMALLOC_REFERENCE, else DEFAULT_REFERENCE, else the only one there is."""
     want = os.environ.get("STREAMALLOC_REFERENCE")
     have = available()
+    for name in (want or DEFAULT_REFERENCE,):  # there, but a link that loops or leads nowhere: say so, not "missing"
+        if name not in have and (why := unreadable(root() / name / "machine.json")):
+            raise BrokenRecording(f"the recordings of {name} cannot be read: {why}; {RERECORD}")
     if want:
         if want not in have:
             raise MissingRecording(f"STREAMALLOC_REFERENCE={want}, but recordings/ holds only "
@@ -238,19 +271,28 @@ def record_to(m: Machine) -> str:
 
 
 # -- reading -----------------------------------------------------------------------------------------------
+def _no_constant(name: str):
+    """json's reader meets NaN, Infinity or -Infinity: no measurement is one, and JSON itself has none."""
+    raise ValueError(f"it holds {name}, which is not a number a measurement can be (nor valid JSON)")
+
+
 def read_json(path: Path, what: str = "recording") -> dict:
-    """A recording's JSON, or BrokenRecording naming the file and what is wrong with it."""
+    """A recording's JSON, or BrokenRecording naming the file and what is wrong with it: unreadable (a symbolic link
+    that leads back to itself, a folder, no permission), empty, not JSON, holding NaN or Infinity, not an object."""
     try:
         text = path.read_text()
     except OSError as e:
-        raise BrokenRecording(f"the {what} {path} cannot be read: {e.strerror or e}; {RERECORD}") from None
+        why = unreadable(path) or e.strerror or str(e)
+        raise BrokenRecording(f"the {what} {path} cannot be read: {why}; {RERECORD}") from None
     if not text.strip():
         raise BrokenRecording(f"the {what} {path} is empty (a recorder that stopped while writing?); {RERECORD}")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise BrokenRecording(f"the {what} {path} is not valid JSON (truncated or edited?): {e.msg} at line "
                               f"{e.lineno}, column {e.colno}; {RERECORD}") from None
+    except ValueError as e:  # _no_constant
+        raise BrokenRecording(f"the {what} {path} is damaged: {e}; {RERECORD}") from None
     if not isinstance(data, dict):
         raise BrokenRecording(f"the {what} {path} holds a JSON {type(data).__name__}, not an object; {RERECORD}")
     return data
@@ -285,7 +327,7 @@ def plain(value):
 def run_data(run: dict, path: Path):
     """What a recorded Python measurement returned (its "data", JSON text), or BrokenRecording naming the file."""
     try:
-        return json.loads(run["data"])
+        return json.loads(run["data"], parse_constant=_no_constant)
     except (TypeError, ValueError) as e:
         raise BrokenRecording(f"the recording {path}: a run's \"data\" is not valid JSON ({e}); {RERECORD}") from None
 
@@ -294,7 +336,7 @@ def machine(gpu_dir: str, lesson: str | None = None) -> Machine:
     """The recorded machine, its values escaped (`plain`); a lesson's own copy holds the free memory its sweeps
     were sized from."""
     own = root() / gpu_dir / (lesson or "") / "machine.json"
-    path = own if lesson and own.is_file() else root() / gpu_dir / "machine.json"
+    path = own if lesson and _there(own) else root() / gpu_dir / "machine.json"
     return Machine.from_dict(plain(read_json(path, "machine description")))
 
 
@@ -319,7 +361,9 @@ def path_of(gpu_dir: str, lesson: str, name: str) -> Path:
 def load(gpu_dir: str, lesson: str, name: str, source: str, args) -> dict:
     """The recorded run of this source with these arguments, or an error that says what changed."""
     path = path_of(gpu_dir, lesson, name)
-    if not path.is_file():
+    if not _there(path) and (why := unreadable(path)):
+        raise BrokenRecording(f"the recording {path} cannot be read: {why}; {RERECORD}")
+    if not _there(path):
         raise MissingRecording(f"no recording of {lesson}/{name} for {gpu_dir} ({path} is missing): {RERECORD}")
     runs = read_runs(path)
     k = key(source, args)

@@ -260,6 +260,32 @@ def died_problem(path: Path, cell=None) -> str:
             "memory running out, or an exit called in the cell)")
 
 
+def partial_path(out: Path) -> Path:
+    """Where papermill writes a notebook's executed copy while it runs (it saves after every cell): beside out,
+    hidden."""
+    return out.with_name(f".{out.stem}.partial.ipynb")
+
+
+def _settle(part: Path, out: Path) -> str:
+    """Put the executed copy in out's place if papermill wrote it whole; else remove it, and any older copy at out,
+    and say so ('' when the copy is in place, or when none was written: the row's error then says why). A copy cut
+    short (the disk filled up, the run was killed while papermill saved) never stands beside its row."""
+    import nbformat
+
+    if not part.exists():
+        out.unlink(missing_ok=True)  # an older run's copy would tell of another run
+        return ""
+    try:
+        nbformat.read(str(part), as_version=4)
+        os.replace(part, out)
+        return ""
+    except Exception as e:  # not JSON, not a notebook, or it could not be moved
+        part.unlink(missing_ok=True)
+        out.unlink(missing_ok=True)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        return f"the executed copy could not be written whole ({why}), so none is kept at {out}"
+
+
 def _writable(folder: Path) -> None:
     """OutputNotWritable unless the runner can write into folder (made if missing)."""
     try:
@@ -312,10 +338,11 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
             t0 = time.perf_counter()
             error = note = ""
             started = {}  # the cell nbclient last started
+            part = partial_path(out)  # papermill writes here; the copy takes out's place only whole (_settle)
             try:
                 _writable(out.parent)  # the disk filled up, or the folder became read-only, during the run
                 km = kernels.take(nb, following=nbs[i] if i < len(nbs) else None)
-                papermill.execute_notebook(str(nb), str(out), cwd=str(nb.parent), kernel_name=kernel,
+                papermill.execute_notebook(str(nb), str(part), cwd=str(nb.parent), kernel_name=kernel,
                                            progress_bar=progress, log_output=False, execution_timeout=cell_timeout,
                                            km=km, on_cell_executed=kernels.after_cell,
                                            on_cell_start=lambda cell=None, **_: started.update(cell=cell))
@@ -324,14 +351,17 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
             except papermill.PapermillExecutionError:
                 pass  # papermill also counts the errors that raises-exception cells expect: judged below
             except CellTimeoutError:
-                error = timeout_problem(out, cell_timeout)
+                error = timeout_problem(part, cell_timeout)
             except DeadKernelError:
-                error = died_problem(out, started.get("cell"))
+                error = died_problem(part, started.get("cell"))
             except Exception as e:  # the notebook could not be read or written
                 error = _first_error(e)
             except BaseException:  # an interrupt (SIGINT, SIGTERM, SIGHUP): the kernel is interrupted, then stopped
                 kernels.done(interrupt=True)
+                _settle(part, out)
                 raise
+            unwritten = _settle(part, out)
+            error = "; ".join(e for e in (error, unwritten) if e)
             not_measured = kernels.done()
             replayed = not_measured if not_measured.startswith(replay.REPLAYED_HERE) else ""  # live, too few GPUs (05b)
             not_measured = "" if replayed else not_measured

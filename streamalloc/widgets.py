@@ -1,4 +1,4 @@
-"""Widgets: sliders over a recorded grid of settings, the same in live and in replay.
+"""Widgets: controls over a recorded grid of settings, the same in live and in replay.
 
 A lesson measures a grid of settings once with `lesson.measure` (live: now; replay: the recording comes
 back), and an Explorer lets the learner move over it: one control per setting, and the lesson's plot for the
@@ -7,10 +7,11 @@ chosen one.
     explorer = sa.widgets.Explorer(
         grid,                                      # lesson.measure's Result, or a dict {setting: data}
         plot_script,                               # plot(*setting, data=..., label=...) -> a figure
-        {"threshold": [("0", 0), ("64 MiB", 64 << 20)],   # a slider over (label, value) pairs or values
+        {"threshold": [("0", 0), ("64 MiB", 64 << 20)],   # numbers: a slider over (label, value) pairs or values
+         "trace": ["training", "pipeline"],                # names (not numbers): a dropdown
          "trim to 0 at the end": [False, True]},           # [False, True]: a checkbox
-        default=(0, True),
-        key=lambda t, trim: f"{t}|{int(trim)}",    # setting -> the grid's key (JSON keys are strings)
+        default=(0, "training", True),
+        key=lambda t, name, trim: f"{t}|{name}|{int(trim)}",    # setting -> the grid's key (JSON keys are strings)
         run=script, live=lesson.live, run_label=lesson.label)  # live: "run it now on this GPU"
     explorer                                       # the last line of a cell shows it
 
@@ -75,6 +76,12 @@ def _is_switch(pairs) -> bool:
     return all(isinstance(v, bool) for _, v in pairs)
 
 
+def _is_choice(pairs) -> bool:
+    """Named choices (a trace, an allocator: values that are not numbers) have no order for a slider to show, and
+    their names are long: a dropdown lists each whole."""
+    return not all(isinstance(v, (int, float)) for _, v in pairs)
+
+
 def render(fig: Figure) -> dict:
     """A figure as the display_data output a notebook stores: as the inline backend shows it, else a PNG."""
     ip = _ipython()
@@ -95,7 +102,8 @@ class Explorer:
 
     grid: {key(*setting): data}, or a lesson Result whose .data is that dict (its .label is then the
         default label). controls: {description: options}, in the order of plot's arguments; options are
-        values or (label, value) pairs; a control whose values are all bools is a checkbox.
+        values or (label, value) pairs; a control whose values are all bools is a checkbox, one whose values are
+        numbers a slider (with the chosen label beside it), any other (names) a dropdown.
     plot(*setting, data=..., label=...) draws one setting and returns its figure (or leaves it current).
     run(*setting) -> data measures one setting now: offered as a checkbox, enabled only when live.
     """
@@ -130,6 +138,10 @@ class Explorer:
         for (name, pairs), value in zip(self.options.items(), self.default):
             if _is_switch(pairs):
                 self.controls[name] = w.Checkbox(value=value, description=name, style=wide, indent=False)
+            elif _is_choice(pairs):  # wide enough for its description and its longest name
+                width = f"{len(name) + max(len(label) for label, _ in pairs) + 8}ch"
+                self.controls[name] = w.Dropdown(options=pairs, value=value, description=name, style=wide,
+                                                 layout=w.Layout(width=width))
             else:  # the slider's own readout has a fixed width that cuts "UINT64_MAX": a Label beside it shows the choice
                 self.controls[name] = w.SelectionSlider(options=pairs, value=value, description=name, style=wide,
                                                         readout=False, continuous_update=False)
@@ -139,9 +151,10 @@ class Explorer:
             self.now = w.Checkbox(value=False, disabled=not self.live, description=RUN_NOW if self.live else RUN_NOW_OFF,
                                   style=wide, indent=False)
         self.said = w.HTML(value="")  # what a redraw printed, or its error (an HTML widget: see the module's notes)
-        sliders = [w.HBox([c, self.readouts[n]]) for n, c in self.controls.items() if n in self.readouts]
-        switches = [c for n, c in self.controls.items() if n not in self.readouts] + ([self.now] if self.now else [])
-        rows = [w.HBox(row) for row in (sliders, switches) if row]
+        pickers = [w.HBox([c, self.readouts[n]]) if n in self.readouts else c
+                   for n, c in self.controls.items() if not isinstance(c, w.Checkbox)]  # sliders and dropdowns
+        switches = [c for c in self.controls.values() if isinstance(c, w.Checkbox)] + ([self.now] if self.now else [])
+        rows = [w.HBox(row) for row in (pickers, switches) if row]
         self.box = w.VBox(rows + [self.said])
         for c in list(self.controls.values()) + ([self.now] if self.now else []):
             c.observe(self.redraw, names="value")

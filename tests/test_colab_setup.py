@@ -3,6 +3,7 @@ for every way the course can get there or fail to: an uploaded archive (renamed,
 without its top folder, with entries outside it), a broken one (empty, cut short, a web page, corrupt, not the
 course, a newer broken one before an older good one), a copy without recordings, Drive, a clone, nothing.
 Each failure must be one sentence, no traceback; nothing may be written outside the course's folder."""
+import contextlib
 import io
 import json
 import os
@@ -10,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -81,6 +83,16 @@ def variant(archive: Path, to: Path, version="v2", prefix=f"{NAME}/", drop=(), e
     return to
 
 
+@contextlib.contextmanager
+def not_found():
+    """The first cell's failure: CourseNotFound (the set-up lines' own class, or colab.py's as the cell ran it), which
+    a notebook shows as its message alone: no "%tb" line, no "To exit: use 'exit'" warning, as a SystemExit had."""
+    with pytest.raises(Exception) as e:
+        yield e
+    assert type(e.value).__name__ == "CourseNotFound" and not isinstance(e.value, SystemExit), repr(e.value)
+    assert e.value._render_traceback_() == [f"CourseNotFound: {e.value}"]
+
+
 def one_sentence(message: str, *needed: str):
     assert "\n" not in message and "Traceback" not in message, message
     for n in needed:
@@ -95,7 +107,39 @@ def test_the_notebooks_carry_the_generated_lines_in_a_collapsed_cell():
         cell = next(c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
         assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, rel  # JupyterLab
         assert cell["metadata"].get("cellView") == "form" and cell["source"][0].startswith("# @title"), rel  # Colab
-    assert make_links.setup_lines().count("\n") <= 20, "the set-up cell keeps only what runs before the package"
+    assert make_links.setup_lines().count("\n") <= 22, "the set-up cell keeps only what runs before the package"
+
+
+def test_the_first_cells_title_says_what_it_does_and_names_no_tool():
+    """Colab shows the collapsed cell by its @title line: a learner reads "Set-up: find the course", not the name of
+    the script that wrote it nor its hash (they follow on the next line, for `make labs`)."""
+    title, marker = make_links.setup_lines().splitlines()[:2]
+    assert title == "# @title Set-up: find the course"
+    assert not re.search(r"tools/|\.py|make_links|[0-9a-f]{12}", title), title
+    assert marker.startswith("# written by tools/make_links.py (") and re.search(r"\([0-9a-f]{12}\)", marker)
+
+
+def test_the_course_not_found_shows_as_one_line_in_a_notebook_without_ipythons_tb_noise(tmp_path, monkeypatch):
+    """In IPython (as in a notebook), the set-up's failure is its message alone: a SystemExit came with "An exception
+    has occurred, use %tb to see the full traceback" and "To exit: use 'exit', 'quit', or Ctrl-D"."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    created = not InteractiveShell.initialized()
+    shell = InteractiveShell.instance()
+    try:
+        with capture_output() as shown, warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            result = shell.run_cell(notebook_setup())
+    finally:
+        if created:
+            InteractiveShell.clear_instance()
+    text = shown.stdout + shown.stderr + "".join(str(w.message) for w in warned)
+    assert type(result.error_in_exec).__name__ == "CourseNotFound", text
+    assert "The course is not here" in text and f"looked for it in {tmp_path}" in text, text
+    assert "%tb" not in text and "To exit" not in text and "Traceback" not in text, text
 
 
 def test_in_a_checkout_it_finds_the_course_above_the_notebook(monkeypatch):
@@ -105,7 +149,7 @@ def test_in_a_checkout_it_finds_the_course_above_the_notebook(monkeypatch):
 
 def test_outside_a_copy_off_colab_it_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         run_cell(monkeypatch, colab_here=False)
     one_sentence(str(e.value), f"looked for it in {tmp_path} and above", "Upload", "make dist")
 
@@ -172,7 +216,7 @@ def test_a_broken_archive_is_one_sentence(content, archive, monkeypatch, capsys,
     broken.write_bytes(make(archive))
     with pytest.raises(colab.NotTheCourse, match=re.escape(module_says)):
         colab.check_archive(broken)
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         run_cell(monkeypatch)
     message = str(e.value) + capsys.readouterr().out
     assert "Traceback" not in message and cell_says in message, message
@@ -183,7 +227,7 @@ def test_a_broken_archive_is_one_sentence(content, archive, monkeypatch, capsys,
 def test_an_archive_that_is_not_the_course(content, monkeypatch):
     with zipfile.ZipFile(content / f"{NAME}.zip", "w") as z:
         z.writestr("something/else.txt", "x")
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         run_cell(monkeypatch)
     one_sentence(str(e.value), f"{NAME}.zip, not the course")
 
@@ -232,7 +276,7 @@ def test_an_archive_wins_over_drive_and_says_how_to_switch(content, archive, mon
 
 def test_nothing_found_says_where_it_looked_and_what_it_saw(content, monkeypatch):
     (content / "my-photos.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip of another name
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         run_cell(monkeypatch)
     one_sentence(str(e.value), f"looked for it in {content}", "my-photos.zip, not the course", f"Upload {NAME}.zip", "make dist",
                  "Google Drive", str(content / "drive/MyDrive"))
@@ -261,7 +305,7 @@ def test_a_failing_clone_says_gits_message_in_one_line(content, archive, tmp_pat
     (content / "unrelated.zip").write_bytes(archive.read_bytes()[:100])  # the module comes from elsewhere here
     fake_git(tmp_path, monkeypatch, "echo \"fatal: repository 'https://github.com/$5/' not found\" >&2; exit 128\n")
     monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         colab.find("someone/unpublished", content=content)
     one_sentence(str(e.value), "git clone https://github.com/someone/unpublished` failed", "fatal: repository")
 
@@ -414,7 +458,7 @@ def test_an_archive_too_big_to_be_the_course(content, archive, monkeypatch):
     variant(archive, content / f"{NAME}.zip", extra={f"{NAME}/big.bin": b"\0" * (colab.MAX_BYTES + 1)})
     with pytest.raises(colab.NotTheCourse, match="unpacks to more than"):
         colab.check_archive(content / f"{NAME}.zip")
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         run_cell(monkeypatch)
     one_sentence(str(e.value), "unpacks to more than")
     variant(archive, content / f"{NAME}.zip", extra={f"{NAME}/x/{i}": b"" for i in range(colab.MAX_ENTRIES)})
@@ -438,7 +482,7 @@ def test_a_read_only_content_is_one_sentence(content, archive, monkeypatch, caps
     import errno
     (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
     refuse(monkeypatch, os, "mkdir", lambda p: p is not None and content in p.parents, errno.EROFS)
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         run_cell(monkeypatch)
     one_sentence(str(e.value), "Read-only file system")
     assert "Traceback" not in capsys.readouterr().out
@@ -461,10 +505,10 @@ def test_a_content_that_cannot_be_listed_is_one_sentence(content, archive, monke
     refuse(monkeypatch, os, "scandir", lambda p: p == content, errno.EACCES)
     refuse(monkeypatch, os, "listdir", lambda p: p == content, errno.EACCES)
     monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         colab.find(content=content)
     one_sentence(str(e.value), f"{content} cannot be listed (Permission denied)")
     refuse(monkeypatch, os, "stat", lambda p: p is not None and content in p.parents, errno.EACCES)
-    with pytest.raises(SystemExit) as e:
+    with not_found() as e:
         colab.find(content=content)
     one_sentence(str(e.value), "Permission denied")

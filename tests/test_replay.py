@@ -286,3 +286,53 @@ def test_lesson_run_records_and_replays_under_the_content_key(tmp_path, monkeypa
     other.write_text("a 0 9 0\nf 0\ns\n")
     with pytest.raises(StaleRecording):
         replay.load("test-gpu", "l", "p", source, replay.input_args([other, "all"], other.parent))
+
+
+# -- a recordings folder with a link that loops, or a value that is no number -------------------------------
+def test_a_recording_that_is_a_symbolic_link_to_itself_is_named_as_such_not_as_missing(recordings):
+    replay.save(M, "00_setup", "prog", "src", ["1"], {"stdout": "x"})
+    path = recordings / "nvidia-test-gpu" / "00_setup" / "prog.json"
+    path.unlink()
+    path.symlink_to("prog.json")
+    with pytest.raises(BrokenRecording, match="leads back to itself") as e:
+        replay.load("nvidia-test-gpu", "00_setup", "prog", "src", ["1"])
+    assert str(path) in str(e.value) and "missing" not in str(e.value)
+    lesson = recordings / "nvidia-test-gpu" / "00_setup"
+    for p in lesson.iterdir():
+        p.unlink()
+    lesson.rmdir()
+    lesson.symlink_to("00_setup")  # the lesson's folder loops
+    with pytest.raises(BrokenRecording, match=f"{lesson} is a symbolic link that leads back to itself"):
+        replay.load("nvidia-test-gpu", "00_setup", "prog", "src", ["1"])
+
+
+def test_a_set_or_machine_description_that_loops_is_named_not_called_missing(recordings, monkeypatch):
+    replay.save(M, "00_setup", "prog", "src", ["1"], {"stdout": "x"})
+    machine = recordings / "nvidia-test-gpu" / "machine.json"
+    machine.unlink()
+    machine.symlink_to("machine.json")
+    assert replay.available() == ["nvidia-test-gpu"]
+    with pytest.raises(BrokenRecording, match="machine description .* leads back to itself"):
+        replay.machine("nvidia-test-gpu")
+    monkeypatch.setenv("STREAMALLOC_REFERENCE", "loop")
+    (recordings / "loop").symlink_to("loop")
+    with pytest.raises(BrokenRecording, match="recordings of loop cannot be read: .*leads back to itself"):
+        replay.reference()
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_recording_holding_nan_or_infinity_is_damaged_and_says_which(recordings, constant):
+    replay.save(M, "00_setup", "prog", "src", ["1"], {"stdout": "x", "data": "[1.0]"})
+    path = recordings / "nvidia-test-gpu" / "00_setup" / "prog.json"
+    path.write_text(path.read_text().replace('"[1.0]"', constant))
+    with pytest.raises(BrokenRecording, match=f"holds {constant}, which is not a number") as e:
+        replay.load("nvidia-test-gpu", "00_setup", "prog", "src", ["1"])
+    assert str(path) in str(e.value)
+    path.write_text(path.read_text().replace(constant, f'"[{constant}]"'))  # inside a measurement's data
+    run = replay.load("nvidia-test-gpu", "00_setup", "prog", "src", ["1"])
+    with pytest.raises(BrokenRecording, match=f"holds {constant}"):
+        replay.run_data(run, path)
+    machine = recordings / "nvidia-test-gpu" / "machine.json"
+    machine.write_text(machine.read_text().replace('"9.0"', constant))
+    with pytest.raises(BrokenRecording, match=f"machine description .*holds {constant}"):
+        replay.machine("nvidia-test-gpu")

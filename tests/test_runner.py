@@ -481,3 +481,30 @@ def test_the_parallel_console_shows_every_line_of_a_multi_line_error(tmp_path, m
     assert [r["result"] for r in rows] == ["passed", "failed"], rows
     out = capsys.readouterr().out.split("\n\n")[0]  # the console's lines, before the summary's table
     assert "bad.ipynb\n    failed in " in out and "ValueError: first: what went wrong\n    second: the fix" in out, out
+
+
+def test_a_copy_papermill_could_not_write_whole_is_not_left_beside_its_failed_row(tmp_path, monkeypatch):
+    """The disk fills up while papermill saves the executed copy: the row says failed and why, and no half-written
+    copy (nor an older run's whole one) is left where the site and the learner read it."""
+    import papermill
+
+    nb = notebook(tmp_path / "n.ipynb", [("x = 1", [])])
+    out_dir = tmp_path / "out" / "executed"
+    runner.run([nb], out_dir=out_dir, progress=False)
+    out = runner.output_path(nb, out_dir)
+    assert out.is_file() and nbformat.read(str(out), as_version=4)  # an older run's whole copy
+
+    def cut_short(input_path, output_path, **kw):
+        Path(output_path).write_text(Path(input_path).read_text()[:40])  # papermill's save, cut off by a full disk
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(papermill, "execute_notebook", cut_short)
+    row, = runner.run([nb], out_dir=out_dir, progress=False)
+    assert row["result"] == "failed" and "No space left on device" in row["error"], row
+    assert "could not be written whole" in row["error"] and "none is kept" in row["error"], row
+    assert not out.exists() and list(out.parent.iterdir()) == [], "no copy, whole or half, is left beside the row"
+
+    def whole(input_path, output_path, **kw):
+        Path(output_path).write_text(Path(input_path).read_text())
+    monkeypatch.setattr(papermill, "execute_notebook", whole)
+    row, = runner.run([nb], out_dir=out_dir, progress=False)
+    assert row["result"] == "passed" and out.is_file() and list(out.parent.iterdir()) == [out]

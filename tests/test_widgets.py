@@ -236,3 +236,28 @@ def test_without_ipywidgets_it_displays_the_plot_alone(monkeypatch, displays):
     shown = displays
     widgets.Explorer(Recorded(), make_plot([]), CONTROLS, default=(64, 16, False)).show()
     assert [set(m["data"]) for m in shown.messages] == [{"image/png", "text/plain"}]
+
+
+@needs_ipywidgets
+def test_named_choices_are_a_dropdown_that_lists_each_name_whole():
+    """08's traces and allocators were sliders whose readout cut the names: names (not numbers) are a dropdown, wide
+    enough for its longest name; numbers stay a slider with the chosen label beside it."""
+    names = ["PyTorch training step", "cudaMallocAsync, release threshold UINT64_MAX"]
+    controls = {"trace": names, "block size": [16, 64], "trim": [False, True]}
+    grid = {(n, s, t): [len(n), s] for n in names for s in (16, 64) for t in (False, True)}
+    calls = []
+
+    def plot(name, size, trim, data=None, label=None):
+        calls.append((name, size, trim))
+        return make_plot([])(0, size, trim, data=data, label=label)
+
+    ex = widgets.Explorer(grid, plot, controls, default=(names[0], 16, False))
+    trace = ex.controls["trace"]
+    assert isinstance(trace, ipywidgets.Dropdown) and "trace" not in ex.readouts
+    assert list(trace.options) == [(n, n) for n in names] or list(trace.options) == names
+    assert int(trace.layout.width.rstrip("ch")) >= len("trace") + max(map(len, names))
+    assert isinstance(ex.controls["block size"], ipywidgets.SelectionSlider) and ex.readouts["block size"].value == "16"
+    trace.value = names[1]
+    assert calls[-1] == (names[1], 16, False) and ex.setting == (names[1], 16, False)
+    rows = ex.box.children
+    assert trace in rows[0].children and ex.controls["trim"] in rows[1].children  # choices first, then switches

@@ -5,7 +5,7 @@
 
 Each notebook runs top to bottom in the classic notebook. The explorer's plot must be visible as an ordinary image
 output, its controls must be drawn (they were not while the Output widget sat inside the controls' box: issue 32), and
-moving the first slider must redraw the plot in place. Screenshots: build/browser/classic-<notebook>-explorer*.png.
+moving the first control (a slider, or a dropdown over named choices) must redraw the plot in place. Screenshots: build/browser/classic-<notebook>-explorer*.png.
 """
 from __future__ import annotations
 
@@ -114,26 +114,31 @@ def test_an_explorer_draws_its_controls_and_redraws_in_ipywidgets_7s_front_end(p
     assert plot.is_visible() and page.evaluate("(img) => img.naturalWidth > 0", plot.element_handle()), \
         f"{name}'s explorer plot is not visible in the classic notebook"
     assert cell.locator(".output_error").count() == 0, f"{name}'s explorer cell shows an error"
-    sliders = cell.locator(".widget-slider")
+    controls = cell.locator(".widget-slider, .widget-dropdown")  # numbers: a slider; names: a dropdown
     try:
-        sliders.first.wait_for(timeout=45_000)  # drawn by the first run: no second chance
+        controls.first.wait_for(timeout=45_000)  # drawn by the first run: no second chance
     except Exception:
         pass
     cell.screenshot(path=str(SHOTS / f"classic-{name}-explorer.png"))
-    assert sliders.count() > 0, "no controls drawn; the browser logged:\n" + "\n".join(page.errors)
+    assert controls.count() > 0, "no controls drawn; the browser logged:\n" + "\n".join(page.errors)
     assert not [e for e in page.errors if "Could not create a model" in e], \
         "a widget model could not be created in this front end:\n" + "\n".join(page.errors)
     first = plot.get_attribute("src")
-    track = sliders.first.locator(".ui-slider, .noUi-target").first  # a click near the end moves the slider there
-    box = track.bounding_box()
-    page.mouse.click(box["x"] + box["width"] * 0.97, box["y"] + box["height"] / 2)
+    first_control = controls.first
+    if first_control.locator("select").count():  # a dropdown: choose its second entry, as a learner would
+        select = first_control.locator("select").first
+        select.select_option(index=1 if select.evaluate("(s) => s.selectedIndex") != 1 else 0)
+    else:
+        track = first_control.locator(".ui-slider, .noUi-target").first  # a click near the end moves the slider there
+        box = track.bounding_box()
+        page.mouse.click(box["x"] + box["width"] * 0.97, box["y"] + box["height"] / 2)
     # a redraw replaces the output's element (update_display_data): poll the cell's image, not the old element
     deadline = time.time() + 60
     while time.time() < deadline and cell.locator(".output_area .output_png img").first.get_attribute("src") == first:
         time.sleep(0.5)
     readouts = cell.locator(".widget-label, .widget-readout").all_inner_texts()
     assert cell.locator(".output_area .output_png img").first.get_attribute("src") != first, \
-        f"moving {name}'s first slider did not redraw the plot (the controls read {readouts}); the browser logged:\n" \
+        f"moving {name}'s first control did not redraw the plot (the controls read {readouts}); the browser logged:\n" \
         + "\n".join(page.errors)
     cell.screenshot(path=str(SHOTS / f"classic-{name}-explorer-moved.png"))
     assert cell.locator(".output_area .output_png img").count() == 1, "a move added a plot instead of redrawing it"
