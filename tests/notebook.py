@@ -67,14 +67,10 @@ def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None) -> str:
     the folder the `recordings` fixture made; its key figures go under tmp_path. What its cells printed, as one text;
     a failing cell raises nbclient's CellExecutionError. The lines are no recording and no figure: they exercise the
     notebook's own code."""
-    import nbclient
-    import nbformat
-
     from streamalloc import replay
 
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
     monkeypatch.setenv("STREAMALLOC_KEY_FIGURES", str(tmp_path / "key_figures"))
-    monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.setattr(replay, "_started", set())
     machine = machine or sa.gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True,
                                         date="2026-01-01", driver="580.1", driver_cuda="13.0", nvcc="13.0",
@@ -87,11 +83,24 @@ def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None) -> str:
     # ipykernel is loaded, would build the notebook's programs ahead, before any recording says which GPU to build for
     for program, args, stdout in runs:
         replay.save(machine, name, program, replay.program_key(written[program]), args, {"stdout": stdout})
+    return executed(name, monkeypatch)[0]
+
+
+def executed(name: str, monkeypatch, env: dict | None = None, timeout: float = 600) -> tuple[str, int]:
+    """The whole notebook `name` run in a Jupyter kernel, with `env` set first and the inline backend (a shown figure
+    is an output): what its cells printed, as one text, and how many images they showed."""
+    import nbclient
+    import nbformat
+
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(str(notebook(name)), as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook(name).parent)}}).execute()
-    return "\n".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
-                     for cell in nb.cells for out in cell.get("outputs", []))
+    outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
+    return ("\n".join(out.get("text", "") + out.get("data", {}).get("text/plain", "") for out in outputs),
+            sum("image/png" in out.get("data", {}) for out in outputs))
 
 
 # -- the stand-in lesson -------------------------------------------------------------------------------------------

@@ -390,7 +390,7 @@ def test_a_new_copy_in_a_session_that_loaded_the_old_one_says_restart(content, a
     assert "Runtime -> Restart session" in capsys.readouterr().out
 
 
-# -- issue 32: the learner's copy on Colab, and faults around the unpacking -------------------------------------
+# -- the learner's copy on Colab, and faults around the unpacking ----------------------------------------------
 def test_a_good_archive_gives_no_warning(content, archive, monkeypatch, capsys):
     (content / f"{NAME}.zip").write_bytes(archive.read_bytes())
     assert run_cell(monkeypatch) == content / NAME

@@ -4,6 +4,7 @@ import pytest
 
 from streamalloc import cuda, gpu, lesson, replay
 from streamalloc.errors import MissingRecording, NotYetRecorded, StaleRecording
+from notebook import executed
 
 H100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
                    driver="580.1", driver_cuda="13.0", nvcc="13.0")
@@ -233,22 +234,7 @@ def notebook_programs(tmp_path) -> dict[str, Path]:
 
 
 def run_notebook(env: dict, monkeypatch):
-    import nbclient
-    import nbformat
-
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("MPLBACKEND", raising=False)  # the inline backend, so that a shown figure is an output
-    nb = nbformat.read(str(NOTEBOOK), as_version=4)
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    texts = []
-    images = 0
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            images += "image/png" in out.get("data", {})
-            texts.append(out.get("text", "") + out.get("data", {}).get("text/plain", ""))
-    return "\n".join(texts), images
+    return executed(NAME, monkeypatch, env)
 
 
 def test_the_notebook_says_it_has_not_yet_run_and_shows_nothing_measured(recordings, monkeypatch):

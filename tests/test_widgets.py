@@ -191,7 +191,7 @@ def widget_tree(widget):
 def test_no_output_widget_anywhere(run, displays):
     """widgetsnbextension 3.6.10 (classic Notebook 6.5, Colab's closest front end) cannot create an Output widget's
     model ('_deserialize_state is not a function'), and that failure sometimes took the controls with it when a cell
-    ran by "Run all" (issue 32, item 7): no Output is made or shown, and the box holds every control."""
+    ran by "Run all": no Output is made or shown, and the box holds every control."""
     made = []
     real = ipywidgets.Output.__init__
     with pytest.MonkeyPatch.context() as mp:

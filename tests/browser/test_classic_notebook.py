@@ -4,7 +4,7 @@
     # make browser (it builds build/venv-colab first)
 
 Each notebook runs top to bottom in the classic notebook. The explorer's plot must be visible as an ordinary image
-output, its controls must be drawn (they were not while the Output widget sat inside the controls' box: issue 32), and
+output, its controls must be drawn on the first run (this front end cannot make an Output widget: none is used), and
 moving the first control (a slider, or a dropdown over named choices) must redraw the plot in place. Screenshots: build/browser/classic-<notebook>-explorer*.png.
 """
 from __future__ import annotations
@@ -73,8 +73,8 @@ def classic():
 # The widget manager of widgetsnbextension 3.6 asks the kernel for its widgets (comm_info) when the kernel is ready,
 # and once answered re-renders every cell that holds a widget view; that re-render hides the view for good (the view's
 # 'remove' handler empties the stored output's model_id). A "Run all" sent before that question queues the cells
-# ahead of it on the shell channel: the answer comes after the explorer's cell ran, and its controls vanish (issue 32,
-# item 7: CI 2 of 5, and here whenever the idle icon showed before kernel_ready). A learner's Run all comes after the
+# ahead of it on the shell channel: the answer comes after the explorer's cell ran, and its controls vanish (CI: 2 of
+# 5 runs, and here whenever the idle icon showed before kernel_ready). A learner's Run all comes after the
 # page is ready; so does the test's: it waits until a comm_info of its own is answered, which the shell channel's order
 # puts after the manager's.
 WIDGETS_SYNCED = """() => new Promise(done => Jupyter.notebook.kernel.comm_info('jupyter.widget', () => done(true)))"""
