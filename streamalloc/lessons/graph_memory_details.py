@@ -90,3 +90,16 @@ def update_rows(updates) -> list[dict]:
 
 __all__ = ["MiB", "measure", "block_size", "free_bytes", "steps_table", "oob_rows", "undo_rows", "undone",
            "trim_rows", "child_rows", "update_rows", "UNDO_WAYS"]
+
+
+def trim_text(held, filled, before, trim) -> str:
+    """What §16.6's program found: the checked promise, and what this driver did before the trim."""
+    said = f"checked: after cudaDeviceGraphMemTrim, cudaMalloc had the {mib(held):g} MiB the graph allocator held. "
+    if before["error"] == "cudaSuccess" and before["graph_reserved"] < filled["graph_reserved"]:
+        return said + (f"On this driver the same cudaMalloc had succeeded before the trim too: to satisfy it the driver "
+                       f"released the idle graph memory itself (the graph allocator's reserve went from "
+                       f"{mib(filled['graph_reserved']):g} to {mib(before['graph_reserved']):g} MiB), so the trim found "
+                       "nothing left to release. §16.6 promises the memory after a trim; getting it without one is this "
+                       "driver's choice.")
+    return said + (f"On this driver the same cudaMalloc returned {before['error']} before the trim; the trim raised "
+                   f"cudaMemGetInfo's free memory by {mib(trim['free'] - filled['free']):g} MiB.")
