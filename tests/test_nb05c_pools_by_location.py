@@ -41,7 +41,7 @@ def where_lines(cuda13=True, other="cudaErrorInvalidValue"):
              set_access="cudaSuccess", device_access=True, malloc="cudaSuccess", ran=True, wrong=0, memory_type="host",
              used=BLOCK),
         dict(step="allocate", pool="managed", how="cudaErrorNotSupported"),
-        dict(step="query", pool="device 0 default", location_type_query="not available in this runtime"))
+        dict(step="query", pool="device 0 default", location_type_query="not built: not in this CUDA's headers (CUDART_VERSION < 13020)"))
 
 
 def numa_lines(ipc=True, mismatches=0):
@@ -58,7 +58,7 @@ def numa_lines(ipc=True, mismatches=0):
 def test_sentences():
     recs = Records([json.loads(x) for x in where_lines().splitlines()])
     assert "a pool of another location answered cudaErrorInvalidValue" in L.set_current_text(recs.where(step="set_current")[0])
-    assert "device 0 default: not available in this runtime" in L.query_text(recs)
+    assert "device 0 default: not built: not in this CUDA's headers" in L.query_text(recs)
     assert L.needs(json.loads(where_lines(False))) .startswith("needs CUDA 13")
     assert "failed" not in L.numa_text(*[json.loads(x) for x in numa_lines().splitlines()][::1][:1],
                                        *[json.loads(x) for x in numa_lines().splitlines()][1:])

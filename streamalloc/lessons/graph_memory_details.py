@@ -56,13 +56,14 @@ def undo_rows(trials) -> list[dict]:
 
 def undone(trials, way: str, field: str = "gpu_us") -> str:
     """'costlier', 'as cheap' or 'within the noise': a way's launches against the launches right after an upload, with
-    margin (every trial of one above every trial of the other)."""
+    margin: costlier only where every trial of it is above 1.5× every trial after an upload (a remap costs several
+    times a mapped launch; a few µs is not one), as cheap where none is above 1.5× their median."""
     base = [r[field] for r in trials.where(way="upload")]
     other = [r[field] for r in trials.where(way=way)]
-    if min(other) > max(base):
-        return "costlier"
     if max(other) < min(base) or max(other) <= 1.5 * med(base):
         return "as cheap"
+    if min(other) > 1.5 * max(base):
+        return "costlier"
     return "within the noise"
 
 
@@ -77,7 +78,8 @@ def trim_rows(steps) -> list[dict]:
 def child_rows(attempts) -> list[dict]:
     return [{"attempt": r["attempt"], "error": r["error"],
              "bytes right": f"{r['right']:,} / {r['bytes']:,}" if r.get("bytes") else "-",
-             "resultInfo.result": r.get("update_result", "-")} for r in attempts]
+             "resultInfo.result": {None: "-", -1: "not set"}.get(r.get("update_result"), r.get("update_result"))}
+            for r in attempts]
 
 
 def update_rows(updates) -> list[dict]:
