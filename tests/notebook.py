@@ -61,11 +61,11 @@ def run_cells(name: str, lesson, cells=None) -> dict:
     return ns
 
 
-def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None) -> str:
+def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None, gpus: int = 1) -> tuple[str, int]:
     """The whole notebook `name` run in a Jupyter kernel, in replay, on lines this test typed: `runs` is
-    [(program, args, stdout)] for its %%writefile programs, saved as recordings of `machine` (an H100 by default) in
-    the folder the `recordings` fixture made; its key figures go under tmp_path. What its cells printed, as one text;
-    a failing cell raises nbclient's CellExecutionError. The lines are no recording and no figure: they exercise the
+    [(program, args, stdout)] for its %%writefile programs, saved as recordings of `machine` (an H100 by default) made
+    on `gpus` GPUs, in the folder the `recordings` fixture made; its key figures go under tmp_path. What `executed`
+    gives (its text and how many images); a failing cell raises nbclient's CellExecutionError. The lines are no recording and no figure: they exercise the
     notebook's own code."""
     from streamalloc import replay
 
@@ -82,8 +82,9 @@ def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None) -> str:
     # the key a Lesson's run gives (Lesson.key_source), made without a Lesson: one made here, in a process where
     # ipykernel is loaded, would build the notebook's programs ahead, before any recording says which GPU to build for
     for program, args, stdout in runs:
-        replay.save(machine, name, program, replay.program_key(written[program]), args, {"stdout": stdout})
-    return executed(name, monkeypatch)[0]
+        replay.save(machine, name, program, replay.program_key(written[program]), args,
+                    {"stdout": stdout, **({"gpus": gpus} if gpus > 1 else {})})
+    return executed(name, monkeypatch)
 
 
 def executed(name: str, monkeypatch, env: dict | None = None, timeout: float = 600) -> tuple[str, int]:

@@ -175,7 +175,7 @@ def canned_runs():
 
 def test_the_notebook_on_canned_output(recordings, tmp_path, monkeypatch):
     assert sorted(name for name, _, _ in canned_runs()) == sorted(Path(f).stem for f in programs(NAME))
-    text = replayed(NAME, tmp_path, monkeypatch, canned_runs())
+    text, _ = replayed(NAME, tmp_path, monkeypatch, canned_runs())
     assert "BLOCK = 64 MiB" in text
     assert "This driver differs from the guide on 3 of the 5 points tested" in text
     assert "access read-write on import; cudaMemPoolSetAccess: not needed" in text

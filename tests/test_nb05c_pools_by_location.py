@@ -65,7 +65,8 @@ def test_sentences():
 
 
 def run_notebook(tmp_path, monkeypatch, where, numa):
-    return replayed(NAME, tmp_path, monkeypatch, [("pools_by_location", [BLOCK], where), ("numa_ipc_pool", [BLOCK], numa)])
+    runs = [("pools_by_location", [BLOCK], where), ("numa_ipc_pool", [BLOCK], numa)]
+    return replayed(NAME, tmp_path, monkeypatch, runs)[0]
 
 
 def test_the_notebook_on_canned_output(recordings, tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ import pytest
 
 from streamalloc import cuda, gpu, lesson, replay
 from streamalloc.errors import MissingRecording, NotYetRecorded, StaleRecording
-from notebook import executed
+from notebook import executed, programs, replayed
 
 H100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
                    driver="580.1", driver_cuda="13.0", nvcc="13.0")
@@ -221,42 +221,22 @@ def canned_runs():
             *(("graph_peer", [mode, BYTES], out) for mode, out in graph.items()), ("invisible_import", [BYTES], invisible)]
 
 
-def notebook_programs(tmp_path) -> dict[str, Path]:
-    """The notebook's %%writefile cells, written as IPython writes them (the body, ending in a newline)."""
-    from streamalloc.course import written_files
-
-    found = {}
-    for _, file, text in written_files(NOTEBOOK):
-        if file.endswith(".cu"):
-            found[file[:-3]] = tmp_path / file
-            found[file[:-3]].write_text(text)
-    return found
-
-
-def run_notebook(env: dict, monkeypatch):
-    return executed(NAME, monkeypatch, env)
-
-
 def test_the_notebook_says_it_has_not_yet_run_and_shows_nothing_measured(recordings, monkeypatch):
     replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
-    text, images = run_notebook({"STREAMALLOC_MODE": "replay", "STREAMALLOC_RECORDINGS": str(recordings)}, monkeypatch)
+    env = {"STREAMALLOC_MODE": "replay", "STREAMALLOC_RECORDINGS": str(recordings)}
+    text, images = executed(NAME, monkeypatch, env)
     assert "THIS LESSON HAS NOT YET RUN ON TWO GPUs" in text and images == 0
     assert text.count("not run, because this lesson has not yet run on two GPUs") == 8
     assert "Nothing was measured" in text and "needs 2 GPUs; replayed" not in text
 
 
 def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch):
-    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    monkeypatch.setattr(replay, "_started", set())
-    replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})
-    programs = notebook_programs(tmp_path)
-    assert sorted(programs) == ["access_cost", "current_device", "graph_peer", "invisible_import", "memcpy_device",
-                                "peer_free", "peer_link", "pool_access"]
-    key_of = start()
+    replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
+    assert sorted(Path(f).stem for f in programs(NAME)) == ["access_cost", "current_device", "graph_peer",
+                                                             "invisible_import", "memcpy_device", "peer_free",
+                                                             "peer_link", "pool_access"]
     h200 = gpu.Machine(**{**H200.to_dict(), "memory_free": H200_FREE})
-    for name, args, stdout in canned_runs():
-        replay.save(h200, NAME, name, key_of.key_source(programs[name]), args, {"stdout": stdout, "gpus": 2})
-    text, images = run_notebook({"STREAMALLOC_RECORDINGS": str(recordings)}, monkeypatch)
+    text, images = replayed(NAME, tmp_path, monkeypatch, canned_runs(), machine=h200, gpus=2)
     assert "replayed from a recording made on two GPUs, NVIDIA H200" in text and "NOT YET RUN" not in text
     assert images == 1  # the access-cost figure
     assert "2x NVIDIA H200, needs 2 GPUs; replayed from a recording of 2026-02-02" in text
