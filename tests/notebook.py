@@ -65,8 +65,8 @@ def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None, gpus: i
     """The whole notebook `name` run in a Jupyter kernel, in replay, on lines this test typed: `runs` is
     [(program, args, stdout)] for its %%writefile programs, saved as recordings of `machine` (an H100 by default) made
     on `gpus` GPUs, in the folder the `recordings` fixture made; its key figures go under tmp_path. What `executed`
-    gives (its text and how many images); a failing cell raises nbclient's CellExecutionError. The lines are no recording and no figure: they exercise the
-    notebook's own code."""
+    gives (its text and how many images); a failing cell raises nbclient's CellExecutionError. The lines are no
+    recording and no figure: they exercise the notebook's own code."""
     from streamalloc import replay
 
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
