@@ -1,19 +1,20 @@
 """together: start several of a notebook's Python programs at once, their GPU work one at a time.
 
-A Python program pays for its imports (PyTorch's take seconds) before it touches the GPU. `run(lesson, runs)`
-starts every program of `runs` at once, live, with STREAMALLOC_GPU_TURN naming one file in the lesson's build
-folder. Right after its imports, before its first CUDA call that makes a context, each program says so (one byte
-appended to that file) and takes its turn: an exclusive `flock` on the file, held until it exits (the system lets
-go of it then, also when the program crashes):
+A Python program pays for its imports (PyTorch's take seconds) and its CUDA context's start before it times
+anything. `run(lesson, runs)` starts every program of `runs` at once, live, with STREAMALLOC_GPU_TURN naming one file
+in the lesson's build folder. Right after its imports (and, if it likes, its context's start: replay_alloc.py starts
+it), before anything it times or counts, each program says so (one byte appended to that file) and takes its turn: an
+exclusive `flock` on the file, held until it exits (the system lets go of it then, also when the program crashes):
 
     if os.environ.get("STREAMALLOC_GPU_TURN"):  # started beside others: the GPU is ours alone from here to the end
         turn = os.open(os.environ["STREAMALLOC_GPU_TURN"], os.O_WRONLY | os.O_APPEND)
         os.write(turn, b".")  # this program's imports are done: no program times anything until all say so
         fcntl.flock(turn, fcntl.LOCK_EX)
 
-`run` holds the lock itself until every program has said so (or ended): the imports overlap, and no turn starts
-while another program still imports, so a timed loop never shares the CPU with an import either. Nothing on the
-GPU overlaps: no program's context start, kernels, timed loops or cudaMemGetInfo readings run beside another's. A
+`run` holds the lock itself until every program has said so (or ended): the imports and context starts overlap, and
+no turn starts while another program still imports, so a timed loop never shares the CPU with an import either.
+Nothing a program measures overlaps another's GPU work: its kernels, timed loops and cudaMemGetInfo readings run in
+its turn alone (the other programs wait, idle, their contexts holding only what a context holds). A
 program run here must take its turn (one that does not would run beside the others, and is waited for until it
 ends: run it with `lesson.run` instead); run alone, the variable is unset and the lines do nothing. Each program's
 timeout counts from its start, its waits included. In replay the recordings are read one after another, as

@@ -52,9 +52,10 @@ def test_the_notebook_writes_its_programs_and_they_parse():
 
 # -- the cells, on canned output -----------------------------------------------------------------------------------
 def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: float = 0.0, work_us: float = 0,
-        process: str | None = None) -> dict:
+        process: str | None = None, rounds: int = 5) -> dict:
     """A made-up replay record in the replayers' format: a pool that keeps its peak (keep) or gives back all that is
-    unused at each step; its five rounds' medians spread evenly over `spread` µs around `us`."""
+    unused at each step; its rounds' medians (five, or none: its footprint only) spread evenly over `spread` µs
+    around `us`."""
     use = trace.in_use()
     reserved, top = [], 0
     for u in use:
@@ -65,12 +66,13 @@ def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: flo
     changes = lambda r: (sum(b > a for a, b in zip([0] + r, r)), sum(b < a for a, b in zip([0] + r, r)))  # noqa: E731
     g, s = changes(reserved)
     warms = ["warm 1"] if process else ["warm 1", "warm 2", "warm 3"]
-    passes = ["cold, sampled", "warm, sampled"] + [f"round {r} {p}" for r in range(1, 6) for p in ["cold", *warms]]
-    round_us = [us + spread * (k / 4 - 0.5) for k in range(5)]
+    passes = ["cold, sampled", "warm, sampled"] + [f"round {r} {p}" for r in range(1, rounds + 1)
+                                                   for p in ["cold", *warms]]
+    round_us = [us + spread * (k / 4 - 0.5) for k in range(rounds)]
     record = {"allocator": name, "kind": kind, "threshold": 0, "reserve": 0, "trim_every": 0, "trim_to": 0,
-              "work_us": work_us, "steps": len(ends), "events": len(trace.events), "rounds": 5,
+              "work_us": work_us, "steps": len(ends), "events": len(trace.events), "rounds": rounds,
               "step_us": [u for u in round_us for _ in range(len(warms) * len(ends))], "round_us": round_us,
-              "cold_us": [2 * us * len(ends)] * 5, "passes": passes,
+              "cold_us": [2 * us * len(ends)] * rounds, "passes": passes,
               "held": [h for p in passes for h in (ends if "cold" in p else warm)],
               "peak_reserved": max(reserved), "peak_in_use": max(use), "grows": g, "shrinks": s,
               "grows_warm": 0 if keep else g, "shrinks_warm": 0 if keep else s,
@@ -95,15 +97,18 @@ def canned(break_keep=False, spread=0.0):
             head = {"trace_events": len(t.events), "trace_steps": t.stats()["steps"], "trace_streams": 1,
                     "trace_peak": t.stats()["peak"]}
             work = float(args[2]) if len(args) > 2 else 0.0
-            keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0 + work, spread, work)
+            n = int(args[3]) if len(args) > 3 else 5
+            keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0 + work, spread, work, rounds=n)
             if break_keep:
                 keep["held"] = [0] * len(keep["held"])
-            return [head, toy(t, "cudaMalloc", "malloc", False, 300.0 + 2 * work, 0.0, work),
-                    toy(t, "default pool, threshold 0", "default", False, 200.0 + work, 0.0, work),
-                    keep, toy(t, "explicit pool, peak reserved up front", "explicit", True, 90.0 + work, spread, work),
-                    toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work)]
+            return [head, toy(t, "cudaMalloc", "malloc", False, 300.0 + 2 * work, 0.0, work, rounds=n),
+                    toy(t, "default pool, threshold 0", "default", False, 200.0 + work, 0.0, work, rounds=n),
+                    keep, toy(t, "explicit pool, peak reserved up front", "explicit", True, 90.0 + work, spread, work,
+                              rounds=n),
+                    toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work, rounds=n)]
         assert file == "replay_alloc.py", file
-        lib, paths = args[0], args[1:]
+        lib, paths = args[0], [a for a in args[1:] if a != "--footprint"]
+        footprint = args[args.index("--footprint") + 1:] if "--footprint" in args else []
         out = [{"library": lib, "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
             if lib.startswith("torch") else []
         for p in paths:
@@ -111,8 +116,8 @@ def canned(break_keep=False, spread=0.0):
             if lib == "rmm":
                 out.append({"trace": t.name, "allocator": "RMM pool", "skipped": "RMM is not installed (canned)"})
             else:
-                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib),
-                            "trace": t.name})
+                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib,
+                                  rounds=0 if p in footprint else 5), "trace": t.name})
         return out
     return outputs
 
@@ -249,7 +254,7 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
     out = ns["replay"](t.events, a, True)
     assert out["in_use"] == t.in_use() and out["shrinks"] == 0 and out["grows"] > 0
     made = []
-    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)])
+    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)], 5)
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     steps = t.stats()["steps"]
     assert made == [True] + [False] * 5, "sampled once from a fresh state, then five rounds, each from a fresh state"
@@ -259,6 +264,17 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
     assert len(record["timeline_event"]) == len(record["timeline_in_use"]) <= 256
     row = W.rows([record], t)[0]
     assert row["reserved / trace peak"] == 1.0 and row["grew / shrank (warm)"] == "0 / 0"
+    made.clear()  # a trace replayed for its footprint only (--footprint), and a setting in UNTIMED: sampled, not timed
+    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)], 0)
+    ns["measure"](t.name, t.events, [(next(iter(ns["UNTIMED"])), lambda first: made.append(first) or a)], 5)
+    for line in capsys.readouterr().out.strip().splitlines():
+        record = json.loads(line)
+        assert record["rounds"] == 0 and record["round_us"] == record["cold_us"] == record["step_us"] == []
+        assert record["passes"] == ["cold, sampled", "warm, sampled"] and record["peak_in_use"] == t.stats()["peak"]
+        row = W.rows([record], t)[0]
+        assert row["µs per step"] == "not timed" and row["note"] == W.UNTIMED and row["reserved / trace peak"] == 1.0
+        assert not W.figures([record], t, W.library(record))  # no time to rank
+    assert made == [True, True]
 
 
 def test_each_setting_is_set_against_the_floor_of_its_own_process_round_by_round():
@@ -297,7 +313,10 @@ def test_the_programs_run_together_take_their_turn_after_their_imports():
     assert "turns=False" not in replays and '"replay_alloc.py"' in replays and "replay_trace.cu" not in replays
     turn = 'turn = os.open(os.environ["STREAMALLOC_GPU_TURN"]'
     rep = programs()["replay_alloc.py"]
-    assert rep.index("import rmm  # noqa") < rep.index(turn) < rep.index("for trace, events in traces:\n    measure(")
+    measure = rep.index("for (trace, events), path in zip(traces, paths):\n    measure(")
+    assert rep.index("import rmm  # noqa") < rep.index(turn) < measure
+    # each context starts before its turn, beside the other programs' imports: nothing timed waits for one
+    assert rep.index("torch.cuda.mem_get_info()\n") < rep.index(turn) and rep.index("runtime.memGetInfo()\n") < rep.index(turn)
     assert "STREAMALLOC_GPU_TURN" not in programs()["torch_step.py"] + programs()["cupy_filter.py"]
 
 
@@ -305,14 +324,16 @@ class FakeTorch:
     """Just enough of torch for replay_alloc.py's Torch class: the expandable_segments setting, and segments made
     under it as PyTorch's snapshot reports them."""
 
-    def __init__(self):
+    def __init__(self, new_api=True):
         import types
         self.expandable, self.segments, self.calls = False, [], []
+        old = self.set if not new_api else lambda conf: pytest.fail("the call deprecated since PyTorch 2.11")
         cuda = types.SimpleNamespace(
             empty_cache=lambda: self.segments.clear(), reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
             mem_get_info=lambda: (1 << 30, 2 << 30),
-            memory=types.SimpleNamespace(_set_allocator_settings=self.set, _snapshot=lambda: {"segments": self.segments}))
+            memory=types.SimpleNamespace(_set_allocator_settings=old, _snapshot=lambda: {"segments": self.segments}))
         self.cuda, self.uint8 = cuda, "uint8"
+        self._C = types.SimpleNamespace(_accelerator_setAllocatorSettings=self.set) if new_api else types.SimpleNamespace()
 
     def set(self, conf):
         self.calls.append(conf)
@@ -328,12 +349,14 @@ class FakeTorch:
         return types.SimpleNamespace(data_ptr=lambda: address)
 
 
-def test_one_process_replays_pytorch_native_with_and_without_expandable_segments(monkeypatch):
+@pytest.mark.parametrize("new_api", [True, False])
+def test_one_process_replays_pytorch_native_with_and_without_expandable_segments(monkeypatch, new_api):
     """The torch library's settings: native, its one-buffer floor, then native with expandable_segments:True, each
-    emptying the cache and setting expandable_segments before it makes a segment; each reports what its segments
-    were. backend:cudaMallocAsync stays a process of its own and switches nothing."""
+    emptying the cache and setting expandable_segments before it makes a segment (through the call PyTorch 2.11 has,
+    or the older one); each reports what its segments were. backend:cudaMallocAsync stays a process of its own and
+    switches nothing."""
     src = programs()["replay_alloc.py"]
-    fake = FakeTorch()
+    fake = FakeTorch(new_api)
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "restored after the test")  # the program sets it at its top
     for library, names in (("torch", ["PyTorch native", "one buffer (PyTorch loop)", "PyTorch native, expandable_segments"]),
@@ -355,7 +378,7 @@ def switch_ignored(file, args):
     """PyTorch's native process, where the run-time switch to expandable_segments did not take."""
     out = canned()(file, args)
     if file == "replay_alloc.py" and args[0] == "torch":
-        for p in args[1:]:
+        for p in args[1:args.index("--footprint")]:
             t = W.Trace.parse(Path(p).read_text())
             for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
                 out.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})

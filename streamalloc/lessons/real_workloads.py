@@ -49,9 +49,15 @@ def held_by_pass(r: dict) -> dict[str, list]:
     return {name: r["held"][k * n:(k + 1) * n] for k, name in enumerate(r["passes"])}
 
 
-def step_us(r: dict) -> float:
-    """A setting's time per step: the median of its rounds' medians."""
-    return med(r["round_us"])
+def timed(r: dict) -> bool:
+    """Was the setting timed? A trace replayed for its footprint only (and RMM's pool at its default size, the same
+    pool as the sized one) has its sampled passes and no timed rounds."""
+    return bool(r.get("round_us"))
+
+
+def step_us(r: dict) -> float | None:
+    """A setting's time per step: the median of its rounds' medians (None where it was not timed)."""
+    return med(r["round_us"]) if timed(r) else None
 
 
 # Each replayer's floor: the same loop on one buffer, with no allocator. A Python loop costs more than a C++ one,
@@ -147,6 +153,9 @@ def verdict(figures: list[Figure], what: str, unit: str = "µs") -> str:
 BELOW_FLOOR = "below its loop's floor: the floor's views cost more here than this allocator"
 
 
+UNTIMED = "its footprint only: not timed"
+
+
 def num(x: float):
     """A table's figure: whole above 1000 (so that no column reads 1.358e+04), one decimal below."""
     return round(x) if abs(x) >= 1000 else round(x, 1)
@@ -163,11 +172,12 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
             out.append({"library": library(r), "allocator": r["allocator"], "µs per step": "skipped",
                         "note": r["skipped"]})
             continue
-        mine = own(r, results)
-        out.append({"library": library(r), "allocator": r["allocator"], "µs per step": num(step_us(r)),
-                    "above its loop's floor": "–" if is_floor(r) else num(mine.median),
-                    "spread of the rounds": "–" if is_floor(r) else num(mine.spread),
-                    "cold pass ms": round(med(r["cold_us"]) / 1000, 1),
+        mine = own(r, results) if timed(r) else None
+        out.append({"library": library(r), "allocator": r["allocator"],
+                    "µs per step": num(step_us(r)) if mine else "not timed",
+                    "above its loop's floor": "–" if is_floor(r) or not mine else num(mine.median),
+                    "spread of the rounds": "–" if is_floor(r) or not mine else num(mine.spread),
+                    "cold pass ms": round(med(r["cold_us"]) / 1000, 1) if mine else "–",
                     "peak reserved MiB": num(mib(r["peak_reserved"])),
                     # a floor has no allocator: what its library says is in use is its one buffer (PyTorch) or the
                     # trace's live bytes (CuPy, CUDA), not comparable with the allocators' rows
@@ -175,7 +185,7 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
                     "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
                     "note": "the floor of its process's loop" if is_floor(r) else
                     "reports less reserved than in use: left out of the conclusions" if not reported(r) else
-                    BELOW_FLOOR if mine.median < 0 else ""})
+                    UNTIMED if not mine else BELOW_FLOOR if mine.median < 0 else ""})
     return out
 
 
@@ -210,13 +220,13 @@ def own(r: dict, results) -> Figure:
 
 
 def figures(results, trace: Trace, lib: str) -> list[Figure]:
-    """One library's settings on this trace, as figures."""
-    return [own(r, results) for r in measured(results, trace) if library(r) == lib]
+    """One library's timed settings on this trace, as figures."""
+    return [own(r, results) for r in measured(results, trace) if library(r) == lib and timed(r)]
 
 
 def verdicts(results, trace: Trace) -> dict[str, list[Figure]]:
     """{library: the leaders of its settings on this trace's time per step above the floor}: one is a winner."""
-    return {lib: leaders(figures(results, trace, lib)) for lib in by_library(measured(results, trace))}
+    return {lib: leaders(f) for lib in by_library(measured(results, trace)) if (f := figures(results, trace, lib))}
 
 
 def conclusion(results, trace: Trace, gpu: str) -> str:
@@ -250,7 +260,7 @@ def conclusion(results, trace: Trace, gpu: str) -> str:
 def cold(results, trace: Trace) -> list[Figure]:
     """CUDA's settings, each round's set-up and cold pass in ms: when does reserving up front pay off?"""
     return [Figure(r["allocator"], [us / 1000 for us in r["cold_us"]])
-            for r in measured(results, trace) if library(r) == "CUDA (C++)"]
+            for r in measured(results, trace) if library(r) == "CUDA (C++)" and timed(r)]
 
 
 def reserved_short(results, trace: Trace) -> list[str]:
@@ -384,7 +394,8 @@ def plot_timeline(trace_name: str, allocator: str, data=None, label: str = "", t
                 label="asked for by the trace")
     ax.set_xlabel("event of the trace")
     ax.set_ylabel("MiB")
-    ax.set_title(f"{data['step_us']:.0f} µs a step, peak reserved {size(data['peak_reserved'])}", fontsize=9)
+    speed = "not timed" if data["step_us"] is None else f"{data['step_us']:.0f} µs a step"
+    ax.set_title(f"{speed}, peak reserved {size(data['peak_reserved'])}", fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
