@@ -87,9 +87,11 @@ def replayed(name: str, tmp_path: Path, monkeypatch, runs, machine=None, gpus: i
     return executed(name, monkeypatch)
 
 
-def executed(name: str, monkeypatch, env: dict | None = None, timeout: float = 600) -> tuple[str, int]:
+def executed(name: str, monkeypatch, env: dict | None = None, timeout: float = 600,
+             then: str | None = None) -> tuple[str, int]:
     """The whole notebook `name` run in a Jupyter kernel, with `env` set first and the inline backend (a shown figure
-    is an output): what its cells printed, as one text, and how many images they showed."""
+    is an output): what its cells printed, as one text, and how many images they showed. `then`: a cell of the
+    test's own, run after the notebook's in the same kernel (to print what the notebook computed)."""
     import nbclient
     import nbformat
 
@@ -97,6 +99,8 @@ def executed(name: str, monkeypatch, env: dict | None = None, timeout: float = 6
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(str(notebook(name)), as_version=4)
+    if then:
+        nb.cells.append(nbformat.v4.new_code_cell(then))
     nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook(name).parent)}}).execute()
     outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]

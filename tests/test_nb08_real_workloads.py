@@ -420,3 +420,33 @@ def test_live_the_traces_are_the_committed_ones_unless_asked_or_recording(monkey
     lesson = LiveStub({"torch_step.py", "cupy_filter.py"}, tmp_path)
     monkeypatch.setattr(sa.replay, "recording", lambda: True)
     assert W.made(lesson, RUNS) == {"torch": "ran torch_step.py", "hook": "ran cupy_filter.py"}
+
+
+VERDICTS = """import json
+print("VERDICTS " + json.dumps({f"{name}|{lib}": [f.name for f in top]
+                                for name, t in timed.items() for lib, top in W.verdicts(results, t).items()}))"""
+
+
+def test_the_reference_sets_name_the_same_winners(monkeypatch):
+    """Replayed from each committed reference set (CUDA 13, and the CUDA 12 stack), 08 names, per trace and library,
+    the same winner, or a tie in one that holds the other's winner: no set contradicts another. RMM's log and the
+    hook's trace are one trace (replayed once) in both."""
+    from notebook import executed
+
+    from streamalloc import replay
+
+    sets = [s for s in replay.available() if not replay.supplement(s) and (replay.root() / s / NAME).is_dir()]
+    assert len(sets) >= 2, f"two reference sets of {NAME}: {sets}"
+    got = {}
+    for name in sets:
+        text, _ = executed(NAME, monkeypatch, env={"STREAMALLOC_MODE": "replay", "STREAMALLOC_REFERENCE": name},
+                           then=VERDICTS)
+        assert "RMM's log gives the hook's trace, event for event" in text, name
+        got[name] = json.loads(text.split("VERDICTS ", 1)[1].splitlines()[0])
+    first, *rest = sets
+    for other in rest:
+        assert got[first].keys() == got[other].keys()
+        for key, a in got[first].items():
+            b = got[other][key]
+            agree = a == b or (len(a) == 1 and a[0] in b) or (len(b) == 1 and b[0] in a) or (len(a) > 1 < len(b))
+            assert agree, f"{key}: {first} names {a}, {other} names {b}"
