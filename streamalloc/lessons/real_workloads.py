@@ -4,7 +4,8 @@ The trace model itself (the format, the reader both replayers share, the convert
 The CUDA replayer, the Python programs that record and replay traces, the runs and the assertions stay in
 notebooks/08_real_workloads.ipynb (and solutions/lab7_choose_allocator.ipynb); this module holds the rest.
 
-Every setting is timed in ROUNDS rounds, each from a fresh state, the settings of one replayer taking turns. A setting's
+Every setting is timed in ROUNDS rounds (but for a trace or a setting replayed for its footprint only, which has no
+timed round: timed(r)), each from a fresh state, the settings of one replayer taking turns. A setting's
 figure is the median of its rounds, its spread the range of its middle rounds (its interquartile range: of five, the
 second to the fourth), and a verdict names a setting only where it is ahead of each other by more than both spreads:
 otherwise it is a tie, and says so.
