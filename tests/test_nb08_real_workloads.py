@@ -212,6 +212,15 @@ def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
     assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "{" not in done.stdout, done
 
 
+def replayer(monkeypatch, library: str) -> dict:
+    """replay_alloc.py's definitions for `library` (its code up to the part that checks for a GPU and replays)."""
+    src = programs()["replay_alloc.py"]
+    monkeypatch.setattr(sys, "argv", ["replay_alloc.py", library, "unused.trace"])
+    ns = {"__name__": "replay_alloc"}
+    exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+    return ns
+
+
 class FakeAllocator:
     """Stands for a library in replay_alloc.py's loop: holds the most it ever had in use (a pool at UINT64_MAX)."""
 
@@ -245,10 +254,7 @@ class FakeAllocator:
 def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypatch, capsys):
     """replay_alloc.py's replay and measure (everything but the libraries) on a stand-in allocator: the in-use curve
     is the trace's own, the record has every field the lesson module reads, and the tables take it."""
-    src = programs()["replay_alloc.py"]
-    monkeypatch.setattr(sys, "argv", ["replay_alloc.py", "cupy", "unused.trace"])
-    ns = {"__name__": "replay_alloc"}
-    exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+    ns = replayer(monkeypatch, "cupy")
     t = W.built_to_fragment()
     a = FakeAllocator()
     out = ns["replay"](t.events, a, True)
@@ -272,7 +278,7 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
         assert record["rounds"] == 0 and record["round_us"] == record["cold_us"] == record["step_us"] == []
         assert record["passes"] == ["cold, sampled", "warm, sampled"] and record["peak_in_use"] == t.stats()["peak"]
         row = W.rows([record], t)[0]
-        assert row["µs per step"] == "not timed" and row["note"] == W.UNTIMED and row["reserved / trace peak"] == 1.0
+        assert row["µs per step"] == "not timed" and row["note"] == W.NOT_TIMED and row["reserved / trace peak"] == 1.0
         assert not W.figures([record], t, W.library(record))  # no time to rank
     assert made == [True, True]
 
@@ -355,15 +361,12 @@ def test_one_process_replays_pytorch_native_with_and_without_expandable_segments
     emptying the cache and setting expandable_segments before it makes a segment (through the call PyTorch 2.11 has,
     or the older one); each reports what its segments were. backend:cudaMallocAsync stays a process of its own and
     switches nothing."""
-    src = programs()["replay_alloc.py"]
     fake = FakeTorch(new_api)
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "restored after the test")  # the program sets it at its top
     for library, names in (("torch", ["PyTorch native", "one buffer (PyTorch loop)", "PyTorch native, expandable_segments"]),
                            ("torch-async", ["PyTorch cudaMallocAsync", "one buffer (PyTorch loop, cudaMallocAsync's process)"])):
-        monkeypatch.setattr(sys, "argv", ["replay_alloc.py", library, "unused.trace"])
-        ns = {"__name__": "replay_alloc"}
-        exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+        ns = replayer(monkeypatch, library)
         made = [(name, make(True)) for name, make in ns["settings"](64, 64)]
         assert [n for n, _ in made] == names
         said = {n: a.setting()["segments_expandable"] for n, a in made}
@@ -458,7 +461,6 @@ def test_pytorch_s_current_stream_is_switched_only_where_the_trace_changes_strea
     changes; close() makes the default stream current again."""
     import types
 
-    src = programs()["replay_alloc.py"]
     calls, seen = [], []
 
     class Tensor:
@@ -482,9 +484,7 @@ def test_pytorch_s_current_stream_is_switched_only_where_the_trace_changes_strea
         Stream=lambda: f"stream {next(streams)}", set_stream=calls.append, default_stream=lambda: "default")
     fake = types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=lambda n, dtype=None, device=None: Tensor(n))
     monkeypatch.setitem(sys.modules, "torch", fake)
-    monkeypatch.setattr(sys, "argv", ["replay_alloc.py", "torch-async", "unused.trace"])
-    ns = {"__name__": "replay_alloc"}
-    exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
+    ns = replayer(monkeypatch, "torch-async")
     a = ns["Torch"]("PyTorch cudaMallocAsync")
     events = [("a", 0, 10, 0), ("a", 1, 11, 1), ("a", 2, 12, 1), ("f", 0), ("f", 1), ("f", 2), ("s",)]
     ns["replay"](events, a, False)

@@ -152,9 +152,7 @@ def verdict(figures: list[Figure], what: str, unit: str = "µs") -> str:
 # A setting below the floor of its own process, over the rounds: the floor's loop (views of one buffer) costs that
 # library more than this allocator's own calls; reported as measured, and ranked as measured.
 BELOW_FLOOR = "below its loop's floor: the floor's views cost more here than this allocator"
-
-
-UNTIMED = "its footprint only: not timed"
+NOT_TIMED = "its footprint only: not timed"  # a setting or trace replayed for its footprint only (timed(r) is False)
 
 
 def num(x: float):
@@ -186,7 +184,7 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
                     "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
                     "note": "the floor of its process's loop" if is_floor(r) else
                     "reports less reserved than in use: left out of the conclusions" if not reported(r) else
-                    UNTIMED if not mine else BELOW_FLOOR if mine.median < 0 else ""})
+                    NOT_TIMED if not mine else BELOW_FLOOR if mine.median < 0 else ""})
     return out
 
 
