@@ -33,12 +33,12 @@ def programs():
 
 
 # -- the programs --------------------------------------------------------------------------------------------------
-def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(tmp_path):
-    src = programs()["replay_alloc.py"]
-    ns = {}
-    exec(compile(src[src.index("def read_trace"):src.index("def emit")], "replay_alloc.py", "exec"), ns)
+@pytest.mark.parametrize("library", ["", "torch"])
+def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(library, tmp_path):
+    """A trace's comments (its name, source, steps and the library that recorded it) are not events to it."""
     t = W.built_to_fragment()
-    name, events = ns["read_trace"](t.write(tmp_path))
+    t.library, t.how = library, "one a step" if library else ""
+    name, events = replayer().read_trace(t.write(tmp_path))
     assert name == t.name and events == t.events
 
 
@@ -52,10 +52,10 @@ def test_the_notebook_writes_its_programs_and_they_parse():
 
 # -- the cells, on canned output -----------------------------------------------------------------------------------
 def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: float = 0.0, work_us: float = 0,
-        process: str | None = None, rounds: int = 5) -> dict:
+        process: str | None = None, rounds: int = W.ROUNDS) -> dict:
     """A made-up replay record in the replayers' format: a pool that keeps its peak (keep) or gives back all that is
-    unused at each step; its rounds' medians (five, or none: its footprint only) spread evenly over `spread` µs
-    around `us`."""
+    unused at each step; its rounds' medians (W.ROUNDS of them, or none: its footprint only) spread evenly over
+    `spread` µs around `us`."""
     use = trace.in_use()
     reserved, top = [], 0
     for u in use:
@@ -68,7 +68,7 @@ def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: flo
     warms = ["warm 1"] if process else ["warm 1", "warm 2", "warm 3"]
     passes = ["cold, sampled", "warm, sampled"] + [f"round {r} {p}" for r in range(1, rounds + 1)
                                                    for p in ["cold", *warms]]
-    round_us = [us + spread * (k / 4 - 0.5) for k in range(rounds)]
+    round_us = [us + spread * (k / max(rounds - 1, 1) - 0.5) for k in range(rounds)]
     record = {"allocator": name, "kind": kind, "threshold": 0, "reserve": 0, "trim_every": 0, "trim_to": 0,
               "work_us": work_us, "steps": len(ends), "events": len(trace.events), "rounds": rounds,
               "step_us": [u for u in round_us for _ in range(len(warms) * len(ends))], "round_us": round_us,
@@ -80,8 +80,9 @@ def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: flo
     return {**record, "process": process} if process else record
 
 
-def canned(break_keep=False, spread=0.0):
-    """What the notebook's programs print, from the toy model: outputs(file, args) for a StandIn."""
+def canned(break_keep=False, spread=0.0, again_us=0.0):
+    """What the notebook's programs print, from the toy model: outputs(file, args) for a StandIn. again_us: how far the
+    A/A twin's rounds lie from its setting's (0: the same figures)."""
     def outputs(file, args):
         if file == "torch_step.py":
             steps = [[["alloc", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(4)]
@@ -97,7 +98,7 @@ def canned(break_keep=False, spread=0.0):
             head = {"trace_events": len(t.events), "trace_steps": t.stats()["steps"], "trace_streams": 1,
                     "trace_peak": t.stats()["peak"]}
             work = float(args[2]) if len(args) > 2 else 0.0
-            n = int(args[3]) if len(args) > 3 else 5
+            n = int(args[3]) if len(args) > 3 else 5  # replay_trace.cu's own default
             keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0 + work, spread, work, rounds=n)
             if break_keep:
                 keep["held"] = [0] * len(keep["held"])
@@ -107,17 +108,22 @@ def canned(break_keep=False, spread=0.0):
                               rounds=n),
                     toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work, rounds=n)]
         assert file == "replay_alloc.py", file
-        lib, paths = args[0], [a for a in args[1:] if a != "--footprint"]
+        lib, paths = args[0], [a for a in args[1:] if a not in ("--footprint", "--pair")]
         footprint = args[args.index("--footprint") + 1:] if "--footprint" in args else []
-        out = [{"library": lib, "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
+        pair = {"turns_with": {"torch": "torch-async", "torch-async": "torch"}[lib]} if "--pair" in args else {}
+        out = [{"library": lib, "torch": "0.0+cu130", "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
             if lib.startswith("torch") else []
         for p in paths:
             t = W.Trace.parse(Path(p).read_text())
+            n = 0 if p in footprint else W.ROUNDS
             if lib == "rmm":
                 out.append({"trace": t.name, "allocator": "RMM pool", "skipped": "RMM is not installed (canned)"})
             else:
-                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib,
-                                  rounds=0 if p in footprint else 5), "trace": t.name})
+                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib, rounds=n),
+                            "trace": t.name, **pair})
+            if lib == "torch-async":  # the A/A twin: the same setting again, `again_us` from it
+                out.append({**toy(t, f"{lib} pool (again)", "python", False, 400.0 + again_us, process=lib, rounds=n),
+                            "trace": t.name, "again_of": f"{lib} pool", **pair})
         return out
     return outputs
 
@@ -212,13 +218,14 @@ def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
     assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "{" not in done.stdout, done
 
 
-def replayer(monkeypatch, library: str) -> dict:
-    """replay_alloc.py's definitions for `library` (its code up to the part that checks for a GPU and replays)."""
-    src = programs()["replay_alloc.py"]
-    monkeypatch.setattr(sys, "argv", ["replay_alloc.py", library, "unused.trace"])
-    ns = {"__name__": "replay_alloc"}
-    exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
-    return ns
+def replayer():
+    """replay_alloc.py as the notebook writes it, imported as a module: importing it runs nothing (main() runs only
+    as a program), imports no library and touches no GPU."""
+    import types
+    module = types.ModuleType("replay_alloc")
+    module.__file__ = "replay_alloc.py"
+    exec(compile(programs()["replay_alloc.py"], "replay_alloc.py", "exec"), module.__dict__)
+    return module
 
 
 class FakeAllocator:
@@ -254,25 +261,29 @@ class FakeAllocator:
 def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypatch, capsys):
     """replay_alloc.py's replay and measure (everything but the libraries) on a stand-in allocator: the in-use curve
     is the trace's own, the record has every field the lesson module reads, and the tables take it."""
-    ns = replayer(monkeypatch, "cupy")
+    rep = replayer()
     t = W.built_to_fragment()
     a = FakeAllocator()
-    out = ns["replay"](t.events, a, True)
+    out = rep.replay(t.events, a, True)
     assert out["in_use"] == t.in_use() and out["shrinks"] == 0 and out["grows"] > 0
     made = []
-    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)], 5)
+    units = rep.measure(t.name, t.events, [("stand-in", lambda first: made.append(first) or a, {})], 5, {"process": "x"})
+    next(units)
+    assert made == [True] and not capsys.readouterr().out, "a unit at a time: first the sampled passes, no record yet"
+    assert len(list(units)) == 5, "then one unit per round"
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     steps = t.stats()["steps"]
     assert made == [True] + [False] * 5, "sampled once from a fresh state, then five rounds, each from a fresh state"
     assert a.closed and record["peak_in_use"] == t.stats()["peak"] and len(record["step_us"]) == 5 * steps
     assert len(record["round_us"]) == len(record["cold_us"]) == 5 and len(record["held"]) == len(record["passes"]) * steps
-    assert record["passes"][:3] == ["cold, sampled", "warm, sampled", "round 1 cold"]
+    assert record["passes"][:3] == ["cold, sampled", "warm, sampled", "round 1 cold"] and record["process"] == "x"
+    assert (record["trace_peak"], record["trace_largest"]) == (t.stats()["peak"], t.stats()["largest"])
     assert len(record["timeline_event"]) == len(record["timeline_in_use"]) <= 256
     row = W.rows([record], t)[0]
     assert row["reserved / trace peak"] == 1.0 and row["grew / shrank (warm)"] == "0 / 0"
     made.clear()  # a trace replayed for its footprint only (--footprint), and a setting in UNTIMED: sampled, not timed
-    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)], 0)
-    ns["measure"](t.name, t.events, [(next(iter(ns["UNTIMED"])), lambda first: made.append(first) or a)], 5)
+    assert len(list(rep.measure(t.name, t.events, [("stand-in", lambda first: made.append(first) or a, {})], 0))) == 1
+    list(rep.measure(t.name, t.events, [(next(iter(rep.UNTIMED)), lambda first: made.append(first) or a, {})], 5))
     for line in capsys.readouterr().out.strip().splitlines():
         record = json.loads(line)
         assert record["rounds"] == 0 and record["round_us"] == record["cold_us"] == record["step_us"] == []
@@ -281,6 +292,7 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
         assert row["µs per step"] == "not timed" and row["note"] == W.NOT_TIMED and row["reserved / trace peak"] == 1.0
         assert not W.figures([record], t, W.library(record))  # no time to rank
     assert made == [True, True]
+
 
 
 def test_each_setting_is_set_against_the_floor_of_its_own_process_round_by_round():
@@ -317,10 +329,10 @@ def test_the_programs_run_together_take_their_turn_after_their_imports():
     assert '"torch_step.py"' in traces and '"cupy_filter.py"' in traces
     assert "turns=False" in inspect.getsource(W.made)
     assert "turns=False" not in replays and '"replay_alloc.py"' in replays and "replay_trace.cu" not in replays
-    turn = 'turn = os.open(os.environ["STREAMALLOC_GPU_TURN"]'
+    turn = "turn = os.open(os.environ[TURN]"
     rep = programs()["replay_alloc.py"]
-    measure = rep.index("for (trace, events), path in zip(traces, paths):\n    measure(")
-    assert rep.index("import rmm  # noqa") < rep.index(turn) < measure
+    measure = rep.index("    for k in range(units):  # each next() runs one unit")
+    assert rep.index("import rmm  # noqa") < rep.index("turns = Turns(") < rep.index(turn) < measure
     # each context starts before its turn, beside the other programs' imports: nothing timed waits for one
     assert rep.index("torch.cuda.mem_get_info()\n") < rep.index(turn) and rep.index("runtime.memGetInfo()\n") < rep.index(turn)
     assert "STREAMALLOC_GPU_TURN" not in programs()["torch_step.py"] + programs()["cupy_filter.py"]
@@ -364,24 +376,26 @@ def test_one_process_replays_pytorch_native_with_and_without_expandable_segments
     fake = FakeTorch(new_api)
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "restored after the test")  # the program sets it at its top
+    rep = replayer()
     for library, names in (("torch", ["PyTorch native", "one buffer (PyTorch loop)", "PyTorch native, expandable_segments"]),
-                           ("torch-async", ["PyTorch cudaMallocAsync", "one buffer (PyTorch loop, cudaMallocAsync's process)"])):
-        ns = replayer(monkeypatch, library)
-        made = [(name, make(True)) for name, make in ns["settings"](64, 64)]
-        assert [n for n, _ in made] == names
-        said = {n: a.setting()["segments_expandable"] for n, a in made}
+                           ("torch-async", ["PyTorch cudaMallocAsync", "one buffer (PyTorch loop, cudaMallocAsync's process)",
+                                            "PyTorch cudaMallocAsync (again)"])):
+        made = [(name, make(True), fields) for name, make, fields in rep.settings(library, 64, 64)]
+        assert [n for n, _, _ in made] == names
+        said = {n: a.setting()["segments_expandable"] for n, a, _ in made}
         if library == "torch":
             assert said == {names[0]: ["False"], names[1]: None, names[2]: ["True"]}  # the floor makes no segment to ask about
             assert fake.calls == ["expandable_segments:False", "expandable_segments:False", "expandable_segments:True"]
-        else:
-            assert said == {names[0]: None, names[1]: None} and len(fake.calls) == 3  # nothing switched under the async backend
+        else:  # nothing switched under the async backend; the A/A twin says what it repeats
+            assert said == dict.fromkeys(names) and len(fake.calls) == 3
+            assert [f for _, _, f in made] == [{}, {}, {"again_of": "PyTorch cudaMallocAsync"}]
 
 
 def switch_ignored(file, args):
     """PyTorch's native process, where the run-time switch to expandable_segments did not take."""
     out = canned()(file, args)
     if file == "replay_alloc.py" and args[0] == "torch":
-        for p in args[1:args.index("--footprint")]:
+        for p in [a for a in args[1:args.index("--footprint")] if a != "--pair"]:
             t = W.Trace.parse(Path(p).read_text())
             for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
                 out.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
@@ -485,10 +499,10 @@ def test_pytorch_s_current_stream_is_switched_only_where_the_trace_changes_strea
         Stream=lambda: f"stream {next(streams)}", set_stream=calls.append, default_stream=lambda: "default")
     fake = types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=lambda n, dtype=None, device=None: Tensor(n))
     monkeypatch.setitem(sys.modules, "torch", fake)
-    ns = replayer(monkeypatch, "torch-async")
-    a = ns["Torch"]("PyTorch cudaMallocAsync")
+    rep = replayer()
+    a = rep.Torch("PyTorch cudaMallocAsync")
     events = [("a", 0, 10, 0), ("a", 1, 11, 1), ("a", 2, 12, 1), ("f", 0), ("f", 1), ("f", 2), ("s",)]
-    ns["replay"](events, a, False)
+    rep.replay(events, a, False)
     assert calls == ["stream 0", "stream 1", "stream 0", "stream 1"], calls  # four changes of stream, no more
     assert seen == [("alloc", 10, "stream 0"), ("alloc", 11, "stream 1"), ("alloc", 12, "stream 1"),
                     ("free", 10, "stream 0"), ("free", 11, "stream 1"), ("free", 12, "stream 1")], seen
@@ -503,5 +517,5 @@ def test_the_python_replayer_without_a_trace_says_how_to_call_it(args, tmp_path)
     (tmp_path / "replay_alloc.py").write_text(programs()["replay_alloc.py"])
     done = subprocess.run([sys.executable, str(tmp_path / "replay_alloc.py"), *args], capture_output=True, text=True,
                           timeout=60)
-    assert done.returncode != 0 and "usage: replay_alloc.py <library> <trace>..." in done.stderr, done
+    assert done.returncode != 0 and "usage: replay_alloc.py <library> [--pair] <trace>..." in done.stderr, done
     assert "Traceback" not in done.stderr and not done.stdout, done
