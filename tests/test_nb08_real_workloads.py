@@ -9,6 +9,7 @@ cells' tables, conclusions, timeline explorer and assertions, which must fail on
 import inspect
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,9 @@ def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
     ns = run_cells(NAME, lesson)
     printed = capsys.readouterr().out
     assert "No RMM trace" in printed and "RMM is not installed" in printed
+    assert "torch-async: PyTorch 0.0+cu130, backend cudaMallocAsync" in printed  # the build says its CUDA
+    aa = [line for line in printed.splitlines() if "of the two" in line]
+    assert len(aa) == 3 and all("tie" in line for line in aa), aa  # the A/A check on each timed trace
     assert set(ns["traces"]) == {"PyTorch training step", "CuPy filter pipeline", "built to fragment",
                                  "built to fragment, one stream"}
     assert len(lesson.figures) == 2 and all(v > 0 for v, _, _ in lesson.figures.values())
@@ -519,3 +523,315 @@ def test_the_python_replayer_without_a_trace_says_how_to_call_it(args, tmp_path)
                           timeout=60)
     assert done.returncode != 0 and "usage: replay_alloc.py <library> [--pair] <trace>..." in done.stderr, done
     assert "Traceback" not in done.stderr and not done.stdout, done
+
+
+# -- the recordings: what each replay reports in use is the trace's -----------------------------------------------
+def recorded_runs(folder: Path, program: str) -> list[dict]:
+    """(args, records) of each recorded run of `program` in a set's folder of lesson 08 (none where it has none)."""
+    from streamalloc import measure, replay
+    path = folder / f"{program}.json"
+    return [(r["args"], measure.parse(r.get("stdout", ""))) for r in replay.read_runs(path).values()] \
+        if path.is_file() else []
+
+
+def recorded_traces(folder: Path) -> dict:
+    """{name: Trace} of the traces 08 replays, rebuilt from the set's own recordings of the programs that made them
+    (as section 1 and section 5 build them: the hook's log, converted, is "cupy_hook_log")."""
+    from streamalloc import traces
+    got = {"built to fragment": W.built_to_fragment(), "built to fragment, one stream": W.built_to_fragment().one_stream()}
+    for args, records in recorded_runs(folder, "torch_step"):
+        got["PyTorch training step"] = W.from_address_events("", "", [s["events"] for s in records[1:]])
+    for args, records in recorded_runs(folder, "cupy_filter"):
+        if args[0] == "hook":
+            got["CuPy filter pipeline"] = W.from_address_events("", "", [r["events"] for r in records])
+            got["cupy_hook_log"] = traces.from_cupy_hook("".join(json.dumps(r) + "\n" for r in records))
+        elif not records[0].get("skipped"):
+            got["CuPy filter pipeline, RMM's log"] = W.from_rmm_csv("", "", records[0]["rmm_csv"],
+                                                                   records[0]["step_rows"])
+    return got
+
+
+def near(value: int, target: int) -> bool:
+    """Within an allocator's rounding of `target`: 3 %, or 8 MiB for a small trace."""
+    return abs(value - target) <= max(0.03 * target, 8 * MiB)
+
+
+def replays_of(folder: Path):
+    """(trace's name, record) of every replay recorded in the set, C++ and Python (skipped libraries left out); a
+    C++ run's trace is told by its file (slug of the name), and its peak is held to the rebuilt trace's."""
+    known = recorded_traces(folder)
+    by_file = {W.slug(name): name for name in known}
+    for args, records in recorded_runs(folder, "replay_trace"):
+        name = by_file[args[0].split("#", 1)[0].removesuffix(".trace")]
+        assert records[0]["trace_peak"] == known[name].stats()["peak"], f"{folder}: {name}, rebuilt otherwise"
+        yield from ((name, r) for r in records[1:])
+    for _, records in recorded_runs(folder, "replay_alloc"):
+        yield from ((r["trace"], r) for r in records if "allocator" in r and not r.get("skipped"))
+
+
+def calibration_problems(folder: Path) -> tuple[int, list[str]]:
+    """How many replays a set holds, and what is wrong with them: every setting's peak in use is the trace's peak
+    (within its rounding), and reports no less reserved than that; a floor holds one buffer, the trace's largest
+    block (the smaller of what it reports in use and reserved: replay_trace.cu counts the trace's bytes in use for
+    every setting, reading no library, so there what it holds is cudaMemGetInfo's)."""
+    known = {name: t.stats() for name, t in recorded_traces(folder).items()}
+    seen, problems = 0, []
+    for name, r in replays_of(folder):
+        s = known[name]
+        seen += 1
+        said = f"{folder.parent.name}: {name}, {r['allocator']} ({r.get('process', 'C++')}):"
+        if W.is_floor(r):
+            held = min(r["peak_in_use"], r["peak_reserved"])
+            if not near(held, s["largest"]):
+                problems.append(f"{said} a floor holds {held / MiB:.1f} MiB, not one buffer of {s['largest'] / MiB:.1f}")
+            continue
+        if not near(r["peak_in_use"], s["peak"]):
+            problems.append(f"{said} peak in use {r['peak_in_use'] / MiB:.1f} MiB, the trace's {s['peak'] / MiB:.1f}")
+        if r["peak_reserved"] < r["peak_in_use"]:
+            problems.append(f"{said} reserved {r['peak_reserved'] / MiB:.1f} MiB, less than in use")
+    return seen, problems
+
+
+def test_every_recorded_setting_holds_the_trace_s_peak_and_a_floor_one_buffer():
+    """From every committed set of 08's recordings (whichever are there: a set re-recorded replaces its runs), no replay
+    measures the replayer's own buffers: each setting's peak in use is the trace's peak, within 3 % or 8 MiB (the
+    allocator's rounding), it reports at least that reserved, and each floor holds one buffer of the trace's largest
+    block. (The runs recorded before replay_alloc.py let go of its settings' buffers fail here: every PyTorch setting
+    held the warm-up's 84 MiB buffer beside the trace's.)"""
+    from streamalloc import replay
+    folders = [replay.root() / s / NAME for s in replay.available() if (replay.root() / s / NAME).is_dir()]
+    seen, problems = 0, []
+    for folder in folders:
+        n, wrong = calibration_problems(folder)
+        seen, problems = seen + n, problems + wrong
+    assert seen, f"no replay of 08 is recorded in {folders}"
+    assert not problems, f"{len(problems)} of {seen} replays measure more than the trace:\n" + "\n".join(problems)
+
+
+def test_the_calibration_check_finds_a_replayer_s_own_buffer(tmp_path):
+    """calibration_problems on a set made here: a replay that holds the trace and nothing more passes; one that holds a
+    buffer of its own beside it (in use, in its floor, or reserved below what it reports in use) is named."""
+    from streamalloc import replay
+    folder = tmp_path / "set" / NAME
+    folder.mkdir(parents=True)
+    t = W.built_to_fragment()
+    s = t.stats()
+    extra = 84 * MiB
+
+    def record(r):
+        return {"trace": t.name, "allocator": r[0], "process": "torch", "peak_in_use": r[1], "peak_reserved": r[2]}
+
+    def write(rows):
+        runs = {"k": {"args": ["torch"], "source_sha": "x", "stdout": "".join(json.dumps(record(r)) + "\n" for r in rows)}}
+        (folder / "replay_alloc.json").write_text(json.dumps({"runs": runs}))
+        return calibration_problems(folder)
+
+    right = [("PyTorch native", s["peak"] + MiB, s["peak"] + 40 * MiB), ("one buffer (PyTorch loop)", s["largest"],
+                                                                           s["largest"] + 2 * MiB)]
+    assert write(right) == (2, []), "within the rounding"
+    assert replay.read_runs(folder / "replay_alloc.json")
+    for wrong, what in (([("PyTorch native", s["peak"] + extra, s["peak"] + extra)], "peak in use"),
+                        ([("one buffer (PyTorch loop)", s["largest"] + extra, s["largest"] + extra)], "a floor holds"),
+                        ([("PyTorch cudaMallocAsync", s["peak"], s["peak"] - 40 * MiB)], "less than in use")):
+        n, problems = write(wrong)
+        assert n == 1 and len(problems) == 1 and what in problems[0], problems
+
+
+# -- replay_alloc.py: no buffer of its own outlives its setting --------------------------------------------------
+class Memory:
+    """A stand-in for PyTorch's and CuPy's arrays, counting the ones alive: an array made by `empty`, and a view of
+    it (a slice), which keeps it alive as a real view keeps its storage."""
+
+    def __init__(self):
+        import weakref
+        self.alive = weakref.WeakSet()
+
+    def empty(self, n, *args, **kwargs):
+        memory = self
+
+        class Array:
+            def __init__(self, nbytes, base=None):
+                self.nbytes, self.base = nbytes, base
+                if base is None:
+                    memory.alive.add(self)
+
+            def __getitem__(self, cut):
+                return Array(min(self.nbytes, cut.stop or self.nbytes), self.base or self)
+
+            def fill(self, value):
+                return self
+
+            fill_ = fill
+
+            def data_ptr(self):
+                return id(self)
+
+        return Array(n)
+
+    def torch(self):
+        import types
+        cuda = types.SimpleNamespace(
+            empty_cache=lambda: None, reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
+            memory_stats_as_nested_dict=lambda: {}, memory_stats=lambda: {}, Stream=object, set_stream=lambda s: None,
+            default_stream=lambda: None, memory=types.SimpleNamespace(_snapshot=lambda: {"segments": []}))
+        return types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=self.empty,
+                                     _C=types.SimpleNamespace(_accelerator_setAllocatorSettings=lambda conf: None))
+
+    def cupy(self):
+        import contextlib
+        import types
+        memory = self
+
+        class Pool:
+            def __init__(self):
+                self.held = []
+
+            def malloc(self, n):
+                return n
+
+            def used_bytes(self):
+                return 0
+
+            total_bytes = used_bytes
+
+            def free_all_blocks(self):
+                pass
+
+        allocator = {}
+        cuda = types.SimpleNamespace(MemoryPool=Pool, MemoryAsyncPool=Pool, get_default_memory_pool=Pool,
+                                     set_allocator=lambda f: allocator.update(now=f),
+                                     Stream=lambda non_blocking=False: contextlib.nullcontext(),
+                                     Device=lambda: types.SimpleNamespace(synchronize=lambda: None))
+        return types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=memory.empty,
+                                     get_default_memory_pool=Pool)
+
+
+@pytest.mark.parametrize("library", ["torch", "torch-async", "cupy"])
+def test_no_buffer_of_the_replayer_outlives_its_setting(library, monkeypatch):
+    """Each setting is made only when nothing of the one before is alive (no array, no view of its one buffer, which
+    would keep the buffer: a library would count it in use beside the trace), through the sampled passes and every
+    round; the warm-up leaves nothing either. On stand-ins of PyTorch's and CuPy's arrays that count what is alive."""
+    memory = Memory()
+    monkeypatch.setitem(sys.modules, "torch", memory.torch())
+    monkeypatch.setitem(sys.modules, "cupy", memory.cupy())
+    rep = replayer()
+    t = W.built_to_fragment(steps=3)
+    peak, largest = rep.trace_facts(t.events)
+    made = []
+
+    def fresh(name, make):
+        def build(first):
+            assert not memory.alive, f"{name} is made while {len(memory.alive)} array(s) of another setting live"
+            made.append(name)
+            return make(first)
+        return build
+
+    list(rep.warm_up(library, t.events))
+    assert not memory.alive, "the warm-up's floor let go of its buffer"
+    settings = [(name, fresh(name, make), fields) for name, make, fields in rep.settings(library, largest, peak)]
+    list(rep.measure(t.name, t.events, settings, 2))
+    assert not memory.alive and len(made) == 3 * len(settings), made
+
+
+def test_the_floor_reports_one_buffer_of_the_trace_s_largest_block(monkeypatch):
+    """CuPy's floor says it holds its one buffer (the trace's largest block), in use and reserved, as PyTorch's says
+    through memory_allocated(): what the recordings' test holds a floor to."""
+    memory = Memory()
+    monkeypatch.setitem(sys.modules, "cupy", memory.cupy())
+    rep = replayer()
+    floor = rep.CuPy("one buffer (CuPy loop)", None, 1234)
+    assert floor.in_use(live=99) == floor.reserved() == 1234
+    floor.close()
+    assert not memory.alive
+
+
+# -- replay_alloc.py --pair: PyTorch's two processes take turns round by round --------------------------------------
+def paired(rep, units, follower=None):
+    """Native's side (the leader) and cudaMallocAsync's (`follower`, or one that runs every unit) run their units in two
+    threads through Turns, as the two processes do: [(side, unit, "start" | "end")] in the order they ran, and the
+    leader's end ("exit: <message>" where it stopped)."""
+    import threading
+    log, lock = [], threading.Lock()
+
+    def note(*what):
+        with lock:
+            log.append(what)
+
+    def side(library):
+        turns = rep.Turns(library, units, timeout=10)
+        for k in range(units):
+            turns.before(k)
+            note(library, k, "start")
+            time.sleep(0.002)  # another part running now would show between start and end
+            note(library, k, "end")
+            turns.after(k)
+        turns.finish()
+
+    def leader():
+        try:
+            side("torch")
+            note("torch", "done")
+        except SystemExit as e:
+            note("torch", f"exit: {e}")
+
+    threads = [threading.Thread(target=leader), threading.Thread(target=follower or (lambda: side("torch-async")))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return log
+
+
+def test_pytorch_s_two_processes_take_turns_unit_by_unit_in_alternating_order(monkeypatch, tmp_path):
+    """With --pair, unit k (the warm-up, a trace's sampled passes, a round) runs native's part then cudaMallocAsync's
+    where k is even, the other way round where k is odd: one part at a time, round r of one next to round r of the
+    other, and native's process (which holds the GPU's turn for both) ends after the other's last part."""
+    monkeypatch.setenv("STREAMALLOC_GPU_TURN", str(tmp_path / ".gpu_turn"))
+    log = paired(replayer(), 5)
+    parts = [e[:2] for e in log if e[-1] == "start"]
+    L, F = "torch", "torch-async"
+    assert parts == [(L, 0), (F, 0), (F, 1), (L, 1), (L, 2), (F, 2), (F, 3), (L, 3), (L, 4), (F, 4)], parts
+    starts_and_ends = [e for e in log if len(e) == 3]
+    assert all(a[:2] == b[:2] and (a[2], b[2]) == ("start", "end")
+               for a, b in zip(starts_and_ends[::2], starts_and_ends[1::2])), "one part at a time"
+    assert log[-1] == (L, "done") and log[-2] == (F, 4, "end"), "the leader's turn ends after the other's last part"
+
+
+def test_a_pair_whose_other_process_ends_early_stops_with_a_message(monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMALLOC_GPU_TURN", str(tmp_path / ".gpu_turn"))
+    rep = replayer()
+
+    def quits():
+        turns = rep.Turns("torch-async", 3, timeout=10)
+        turns.peer.close()  # it crashed after it connected
+
+    log = paired(rep, 3, follower=quits)
+    assert log[-1] == ("torch", "exit: replay_alloc.py --pair: the other PyTorch process ended before its turn was done")
+    with pytest.raises(SystemExit, match="must start together"):
+        monkeypatch.delenv("STREAMALLOC_GPU_TURN")
+        rep.Turns("torch", 3)
+
+
+# -- your trace: timed through the library that recorded it -------------------------------------------------------
+@pytest.mark.parametrize("library, timed", [("torch", {"torch", "torch-async"}), ("cupy", {"cupy"}), ("rmm", {"rmm"}),
+                                            ("", set()), ("jax", set())])
+def test_your_trace_is_timed_through_the_library_that_recorded_it(library, timed, tmp_path):
+    """A PyTorch snapshot through native, expandable_segments (the torch process) and cudaMallocAsync, paired; a CuPy
+    log through CuPy's pools; an RMM log through RMM's; every other library for the footprint only; a trace that names
+    no library (or one the course does not know) for the footprint only, everywhere. A library whose modules are
+    missing is left out."""
+    file = tmp_path / "mine.trace"
+    runs = W.your_runs(file, library, available=lambda mods: True)
+    assert set(runs) == set(W.REQUIRES)
+    for lib, (program, args, requires) in runs.items():
+        assert program == "replay_alloc.py" and args[0] == lib and args[-1] == str(file) and requires == W.REQUIRES[lib]
+        assert ("--footprint" not in args) == (lib in timed), (lib, args)
+        assert ("--pair" in args) == (lib in W.PAIRED), "PyTorch's two processes take turns, timed or not"
+    assert set(W.your_runs(file, library, available=lambda mods: mods != ("torch",))) == {"cupy", "rmm"}
+
+
+def test_an_a_a_check_that_names_a_winner_fails_the_cell(tmp_path):
+    """cudaMallocAsync against itself (the A/A twin) must come out a tie: a twin far from its setting is a false winner,
+    which the cell refuses; the same figures pass (test_the_cells_run_on_canned_output_and_conclude_from_it)."""
+    with pytest.raises(AssertionError, match="the A/A check named a winner"):
+        run_cells(NAME, lesson_08(tmp_path, canned(again_us=300.0)))
