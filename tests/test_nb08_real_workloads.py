@@ -835,3 +835,21 @@ def test_an_a_a_check_that_names_a_winner_fails_the_cell(tmp_path):
     which the cell refuses; the same figures pass (test_the_cells_run_on_canned_output_and_conclude_from_it)."""
     with pytest.raises(AssertionError, match="the A/A check named a winner"):
         run_cells(NAME, lesson_08(tmp_path, canned(again_us=300.0)))
+
+
+def test_your_trace_live_replays_a_snapshot_through_pytorch_s_three_allocators_and_says_so(tmp_path, monkeypatch):
+    """Live, a PyTorch snapshot is converted (it names PyTorch), replayed by replay_trace.cu in W.ROUNDS rounds and by
+    every library's replay_alloc.py, PyTorch's two processes timed and paired, the rest for the footprint; the text says
+    which. On a stand-in lesson whose programs print canned records."""
+    import pickle
+    from test_traces import snapshot
+    monkeypatch.setattr(sa.lesson, "missing_modules", lambda mods: [])  # every library installed
+    path = tmp_path / "model.pickle"
+    path.write_bytes(pickle.dumps(snapshot()))
+    lesson = StandIn(tmp_path, canned(), live=True, name=NAME)
+    shown = W.your_trace(lesson, path)
+    asked = {args[0]: args for file, args, _ in lesson.asked if file == "replay_alloc.py"}
+    assert [a for f, a, _ in lesson.asked if f == "replay_trace.cu"][0][1:] == ["all", "0", str(W.ROUNDS)]
+    assert "--footprint" not in asked["torch"] + asked["torch-async"] and "--pair" in asked["torch-async"]
+    assert "--footprint" in asked["cupy"]
+    assert "recorded by PyTorch" in shown[0].data and "PyTorch's allocators timed" in shown[0].data
