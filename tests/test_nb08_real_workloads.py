@@ -7,7 +7,9 @@ everything back at a synchronization): its numbers are made up for the test, nev
 cells' tables, conclusions, timeline explorer and assertions, which must fail on a wrong result.
 """
 import inspect
+import itertools
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -853,3 +855,75 @@ def test_your_trace_live_replays_a_snapshot_through_pytorch_s_three_allocators_a
     assert "--footprint" not in asked["torch"] + asked["torch-async"] and "--pair" in asked["torch-async"]
     assert "--footprint" in asked["cupy"]
     assert "recorded by PyTorch" in shown[0].data and "PyTorch's allocators timed" in shown[0].data
+
+
+FAKE_TORCH = '''"""A stand-in for torch, enough for replay_alloc.py to run without a GPU: each array it makes is noted in the file
+$FAKE_TORCH_LOG with the process's backend, so that a test sees which process ran when."""
+import os
+import types
+
+__version__ = "0.0+fake"
+_backend = "cudaMallocAsync" if "cudaMallocAsync" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") else "native"
+uint8 = "uint8"
+
+
+class _Array:
+    def __init__(self, n, base=None):
+        self.n, self.base = n, base
+
+    def __getitem__(self, cut):
+        return _Array(min(self.n, cut.stop or self.n), self.base or self)
+
+    def fill_(self, value):
+        return self
+
+    def data_ptr(self):
+        return id(self)
+
+
+def empty(n, dtype=None, device=None):
+    with open(os.environ["FAKE_TORCH_LOG"], "a") as log:
+        log.write(_backend + "\\n")
+    return _Array(n)
+
+
+def _nothing(*args, **kwargs):
+    return None
+
+
+cuda = types.SimpleNamespace(
+    is_available=lambda: True, mem_get_info=lambda: (1 << 30, 2 << 30), empty_cache=_nothing,
+    reset_peak_memory_stats=_nothing, synchronize=_nothing, memory_stats_as_nested_dict=dict, memory_stats=dict,
+    Stream=object, set_stream=_nothing, default_stream=_nothing,
+    memory=types.SimpleNamespace(get_allocator_backend=lambda: _backend, _snapshot=lambda: {"segments": []}))
+_C = types.SimpleNamespace(_accelerator_setAllocatorSettings=_nothing)
+'''
+
+
+def test_pytorch_s_two_processes_pair_their_rounds_as_programs(tmp_path):
+    """replay_alloc.py torch --pair and torch-async --pair, started together as sa.together.run starts them (the turn
+    file named, each saying when its imports are done): both replay every unit, native's process takes the GPU's turn
+    and cudaMallocAsync's never runs outside it, their parts alternating; each record says whom it took turns with.
+    On a stand-in of torch that notes which process made each array."""
+    import subprocess
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    (tmp_path / "replay_alloc.py").write_text(programs()["replay_alloc.py"])
+    trace = W.built_to_fragment(steps=3).write(tmp_path)
+    log, turn = tmp_path / "made.log", tmp_path / ".gpu_turn"
+    turn.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "FAKE_TORCH_LOG": str(log), "STREAMALLOC_GPU_TURN": str(turn)}
+    procs = {lib: subprocess.Popen([sys.executable, str(tmp_path / "replay_alloc.py"), lib, "--pair", str(trace)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for lib in ("torch-async", "torch")}
+    out = {lib: p.communicate(timeout=120) for lib, p in procs.items()}
+    assert all(p.returncode == 0 for p in procs.values()), out
+    assert turn.read_bytes() == b"..", "both said their imports were done"
+    for lib, (stdout, _) in out.items():
+        records = [json.loads(line) for line in stdout.splitlines() if '"allocator"' in line]
+        assert len(records) == 3 and all(r["rounds"] == W.ROUNDS and r["turns_with"] != lib for r in records), records
+    runs = [key for key, _ in itertools.groupby(log.read_text().split())]  # whose parts, in the order they ran
+    units = 1 + 1 + W.ROUNDS  # the warm-up, the sampled passes, the rounds
+    expected = [who for k in range(units) for who in (("native", "cudaMallocAsync") if k % 2 == 0 else
+                                                       ("cudaMallocAsync", "native"))]
+    assert runs == [key for key, _ in itertools.groupby(expected)], runs
