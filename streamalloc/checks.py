@@ -270,8 +270,12 @@ class Report:
                 text = getattr(e, "call_record", None)
                 if not (partial and text):
                     return None
-                rec = calls.Calls(calls.parse(text))
-                rec.cut_short = True
+                rec = calls.read(text, getattr(e, "call_key", None), cut_short=True)
+            if rec is not None and rec.forged:  # never a verdict from a record the program wrote into
+                self.unverified(what, f"the record of the program's CUDA calls is not the recorder's alone "
+                                      f"({'; '.join(rec.forged[:2])}): something else wrote into it or took lines out "
+                                      "of it, so it cannot decide")
+                return None
             if rec is None or not rec.lines:
                 self.unverified(what, "the course's call recorder recorded nothing (it needs the program built with "
                                       "-cudart shared and a Linux loader that honours LD_PRELOAD)")
