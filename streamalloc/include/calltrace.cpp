@@ -93,15 +93,18 @@ const char *take(const char *name, char *copy, size_t size) {
 }
 
 __attribute__((constructor)) void open_record() {
-    const char *path = take("STREAMALLOC_CALLS", channel_path, sizeof channel_path);
-    const char *key = take("STREAMALLOC_CALLS_KEY", channel_key, sizeof channel_key);
-    const char *seq = take("STREAMALLOC_CALLS_SEQ", channel_seq, sizeof channel_seq);
-    next_seq = seq ? std::strtoull(seq, nullptr, 10) : 0;
     real_execve = (Execve)dlsym(RTLD_NEXT, "execve");
     real_execvp = (Execvp)dlsym(RTLD_NEXT, "execvp");
     real_execvpe = (Execvpe)dlsym(RTLD_NEXT, "execvpe");
     real_spawn = (Spawn)dlsym(RTLD_NEXT, "posix_spawn");
     real_spawnp = (Spawn)dlsym(RTLD_NEXT, "posix_spawnp");
+    // Only a CUDA program (the shared runtime loaded beside it) takes the channel: a process that merely passes it on
+    // (a launcher between the check and the program, a shell) leaves its environment as it is.
+    if (!dlsym(RTLD_NEXT, "cudaRuntimeGetVersion")) return;
+    const char *path = take("STREAMALLOC_CALLS", channel_path, sizeof channel_path);
+    const char *key = take("STREAMALLOC_CALLS_KEY", channel_key, sizeof channel_key);
+    const char *seq = take("STREAMALLOC_CALLS_SEQ", channel_seq, sizeof channel_seq);
+    next_seq = seq ? std::strtoull(seq, nullptr, 10) : 0;
     if (path && *path && parse_key(key) && stat("/proc/self/exe", &self_exe) == 0) {
         out_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);  // the check created it
         channel_open = out_fd >= 0;
