@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from . import calls, cppsource, sanitizer
+from . import calls, cppsource, ordering, sanitizer
 from .course import REPO, written_files
 from .cuda import NVCC_HELP
 from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError, SanitizerNotFound,
@@ -165,7 +165,8 @@ class Report:
         found, missing = [], {}
         for alternatives, reason in needed.items():
             alternatives = (alternatives,) if isinstance(alternatives, str) else tuple(alternatives)
-            hit = next((n for n in alternatives if cppsource.calls(code, n)), None)
+            written = [m for n in alternatives for m in (n, *ordering.driver_twins(n))]  # cuMemFreeAsync is cudaFreeAsync
+            hit = next((m for m in written if cppsource.calls(code, m)), None)
             if hit:
                 found.append(hit)
             else:
