@@ -21,6 +21,7 @@
 #                              and change every other learner's work, and the hub's own files, its state included)
 #   WORKSHOP_GROUP             the system group whose users may log in (default workshop; not with simple)
 #   WORKSHOP_HOMES             where the learners' homes are (default /home)
+#   WORKSHOP_SUMMARIES_PORT    the port of the instructor's page, a service on 127.0.0.1 (default 10101)
 #   WORKSHOP_STATE             the hub's own state, private to it (default /srv/jupyterhub, made 0700): its cookie
 #                              secret, its database and the proxy's pid file. Never inside COURSE_SOURCE: whoever
 #                              reads the cookie secret can sign any login, the admin's too
@@ -92,7 +93,7 @@ if spawner != "simple":
 c.Authenticator.admin_users = {instructor}
 c.JupyterHub.services = [{
     "name": "summaries",
-    "url": "http://127.0.0.1:10101",
+    "url": f"http://127.0.0.1:{env('WORKSHOP_SUMMARIES_PORT', '10101')}",
     "command": [sys.executable, str(HERE / "summaries.py")],
     "environment": {"WORKSHOP_HOMES": str(homes), "WORKSHOP_INSTRUCTOR": instructor},
     "oauth_no_confirm": True,
