@@ -81,9 +81,10 @@ def load_config(monkeypatch, tmp_path, **settings):
     from traitlets.config import Config
 
     for name in ("COURSE_SOURCE", "WORKSHOP_GPUS", "WORKSHOP_LEARNERS_PER_GPU", "WORKSHOP_SPAWNER", "WORKSHOP_HOMES",
-                 "WORKSHOP_INSTRUCTOR", "WORKSHOP_MEM_LIMIT"):
+                 "WORKSHOP_INSTRUCTOR", "WORKSHOP_MEM_LIMIT", "WORKSHOP_STATE", "WORKSHOP_SUMMARIES_PORT"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in {"COURSE_SOURCE": str(ROOT), "WORKSHOP_HOMES": str(tmp_path), **settings}.items():
+    for name, value in {"COURSE_SOURCE": str(ROOT), "WORKSHOP_HOMES": str(tmp_path),
+                        "WORKSHOP_STATE": str(tmp_path / "state"), **settings}.items():
         monkeypatch.setenv(name, value)
     c = Config()
     path = WORKSHOP / "jupyterhub_config.py"
@@ -102,6 +103,12 @@ def test_the_config_sets_what_a_room_needs(monkeypatch, tmp_path):
     service = c.JupyterHub.services[0]
     assert service["name"] == "summaries" and Path(service["command"][1]).is_file()
     assert service["environment"]["WORKSHOP_HOMES"] == str(tmp_path)
+    assert service["environment"]["WORKSHOP_INSTRUCTOR"] == "instructor"
+    state = tmp_path / "state"  # the hub's secrets, private, apart from the course
+    assert c.JupyterHub.cookie_secret_file == str(state / "jupyterhub_cookie_secret")
+    assert c.JupyterHub.db_url == f"sqlite:///{state / 'jupyterhub.sqlite'}"
+    assert c.ConfigurableHTTPProxy.pid_file == str(state / "jupyterhub-proxy.pid")
+    assert state.stat().st_mode & 0o777 == 0o700
     simple = load_config(monkeypatch, tmp_path, WORKSHOP_SPAWNER="simple", WORKSHOP_MEM_LIMIT="8G")
     assert simple.JupyterHub.spawner_class.endswith("SimpleLocalProcessSpawner") and simple.Spawner.mem_limit == "8G"
     assert simple.SimpleLocalProcessSpawner.home_dir_template == str(tmp_path / "{username}")
@@ -114,6 +121,8 @@ def test_bad_settings_are_named_in_one_message(monkeypatch, tmp_path):
     message = str(e.value)
     for name in ("COURSE_SOURCE", "WORKSHOP_LEARNERS_PER_GPU='0'", "WORKSHOP_GPUS='two'", "WORKSHOP_SPAWNER='docker'"):
         assert name in message
+    with pytest.raises(SystemExit, match="WORKSHOP_STATE=.* is inside COURSE_SOURCE"):
+        load_config(monkeypatch, tmp_path, WORKSHOP_STATE=str(ROOT / "build" / "hub-state"))
     assert message.count("\n") == 0
 
 

@@ -2,7 +2,7 @@
 as README.md says, as root, then attacked as a hostile learner would. Root only (CI is root): it creates system users.
 
 1. The archive (`make dist`'s build; a lab solved in place in this checkout is handed out as git has it), unpacked
-   into a fresh folder under /srv (or /tmp) that every user can read: COURSE_SOURCE.
+   into a fresh folder that every user can read (room_folder: /dev/shm where it has room, else /srv): COURSE_SOURCE.
 2. The course's environment there, as the README says: `make setup`, from a python3 every learner can run (the one
    on PATH, else Debian's /usr/bin/python3: said aloud), then `pip install -r workshop/requirements-hub.txt`;
    configurable-http-proxy with `npm install --global` (its prefix in that folder, so nothing stays behind).
@@ -257,7 +257,7 @@ def linked_summaries(hub: ht.Hub, tokens: dict) -> list[str]:
         t0 = time.monotonic()
         page = hub.api("GET", "/services/summaries/", token=tokens[INSTRUCTOR]).text
         took = time.monotonic() - t0
-        (OUT / f"summaries-{re.sub(r'[^a-z0-9]+', '-', what)}.html").write_text(page)
+        (OUT / f"summaries-{re.sub(r'[^a-z0-9]+', '-', what.lower())}.html").write_text(page)
         mine = ht.section(page, ATTACKER)
         if shown not in mine or (hidden and hidden in page) or took > 10:
             problems.append(f"the instructor's page with {what} as the attacker's summary: expected {shown!r} in its "
@@ -337,6 +337,15 @@ def leftovers(srv: Path, uids: set[int]):
     return left
 
 
+def room_folder() -> str:
+    """Where the course is unpacked: memory (/dev/shm) where it has room for the course and its environment (1 GB
+    of small files, which some disks take minutes to delete), else /srv as the README says, else /tmp."""
+    shm = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
+    if shm and shm.f_bavail * shm.f_frsize > 3 * 2**30:
+        return "/dev/shm"
+    return "/srv" if os.path.isdir("/srv") else tempfile.gettempdir()
+
+
 def main() -> int:
     if os.geteuid() != 0:
         say("refused: it must run as root (CI is root): it makes system users with passwords and a group, starts "
@@ -348,7 +357,7 @@ def main() -> int:
         return 2
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
-    srv = Path(tempfile.mkdtemp(prefix="hub-users-test-", dir="/srv" if os.path.isdir("/srv") else None))
+    srv = Path(tempfile.mkdtemp(prefix="hub-users-test-", dir=room_folder()))
     srv.chmod(0o755)
     made, problems, t0 = [], [], time.monotonic()
     try:
