@@ -375,16 +375,21 @@ def main() -> int:
     hub = Hub(f"http://127.0.0.1:{ports['public']}", token)
     problems = with_hub([str(Path(sys.executable).parent / "jupyterhub"), "-f", str(OUT / "hub_config.py")],
                         env, OUT, hub, OUT / "hub.log", lambda: scenario(hub, homes))
-    took = time.monotonic() - t0
+    return verdict("hub-test", time.monotonic() - t0, problems, OUT / "hub.log",
+                   "three learners, each in their own copy on a stand-in GPU (0, 1, 0), ran notebook 00 and lab 1 in "
+                   "replay in a kernel of their server (lab 1's check raised LabIncomplete, as an unsolved lab's must); "
+                   "the instructor read the three summaries; the fifth learner was told the room is full and got the "
+                   "seat the fourth left; nothing left running")
+
+
+def verdict(test: str, took: float, problems: list[str], log: Path, passed: str) -> int:
+    """The run's last words and exit status: every problem (1), or what held (0)."""
     if problems:
-        print(f"hub-test FAILED after {took:.0f} s (the hub's log: {OUT / 'hub.log'}):", file=sys.stderr)
+        print(f"{test} FAILED after {took:.0f} s (the hub's log: {log}):", file=sys.stderr)
         for p in problems:
             print("  -", p, file=sys.stderr)
         return 1
-    print(f"hub-test passed in {took:.0f} s: three learners, each in their own copy on a stand-in GPU (0, 1, 0), ran "
-          f"notebook 00 and lab 1 in replay in a kernel of their server (lab 1's check raised LabIncomplete, as an "
-          f"unsolved lab's must); the instructor read the three summaries; the fifth learner was told the room is "
-          f"full and got the seat the fourth left; nothing left running")
+    print(f"{test} passed in {took:.0f} s: {passed}")
     return 0
 
 

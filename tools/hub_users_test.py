@@ -389,18 +389,12 @@ def main() -> int:
     finally:
         problems += remove_users(made)
         shutil.rmtree(srv, ignore_errors=True)
-    took = time.monotonic() - t0
-    if problems:
-        print(f"hub-users-test FAILED after {took:.0f} s (the hub's log: {OUT / 'hub.log'}):", file=sys.stderr)
-        for p in problems:
-            print("  -", p, file=sys.stderr)
-        return 1
-    say(f"passed in {took:.0f} s: the README's set-up; two learners and the instructor logged in with their "
-        "passwords (a wrong one refused), each learner ran notebook 00 and lab 1 in replay in their own private copy; "
-        "a link planted between the copy and its move, reading the other's copy and the hub's state, and linked, "
-        "FIFO, giant and scripted summaries were each refused; the page counted two learners; nothing left running, "
-        "the users removed")
-    return 0
+    return ht.verdict("hub-users-test", time.monotonic() - t0, problems, OUT / "hub.log",
+                      "the README's set-up; two learners and the instructor logged in with their passwords (a wrong one "
+                      "refused), each learner ran notebook 00 and lab 1 in replay in their own private copy; a link "
+                      "planted between the copy and its move, reading the other's copy and the hub's state, and "
+                      "linked, FIFO, giant and scripted summaries were each refused; the page counted two learners; "
+                      "nothing left running, the users removed")
 
 
 if __name__ == "__main__":
