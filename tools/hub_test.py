@@ -212,6 +212,20 @@ def check_learner(name: str, lines: list[dict], homes: Path, gpus=("0", "1")) ->
     return problems
 
 
+def state_apart(course: Path, state: Path) -> list[str]:
+    """The hub's state (WORKSHOP_STATE) in its own private folder, none of it in the course."""
+    problems = []
+    written = [f for f in ("jupyterhub_cookie_secret", "jupyterhub.sqlite", "jupyterhub-proxy.pid")
+               if (course / f).exists()]
+    if written:
+        problems.append(f"the hub wrote its state into the course: {written}")
+    mode = state.stat().st_mode & 0o777 if state.is_dir() else None
+    if not (state / "jupyterhub_cookie_secret").is_file() or mode is None or mode & 0o077:
+        problems.append(f"the hub's cookie secret is not in {state}, a folder private to the hub (mode "
+                        f"{'none' if mode is None else oct(mode)})")
+    return problems
+
+
 def section(page: str, name: str) -> str:
     """A learner's part of the instructor's page."""
     return page.split(f"<h2 id='{name}'>", 1)[-1].split("<h2", 1)[0] if f"<h2 id='{name}'>" in page else ""
@@ -375,6 +389,7 @@ def main() -> int:
     hub = Hub(f"http://127.0.0.1:{ports['public']}", token)
     problems = with_hub([str(Path(sys.executable).parent / "jupyterhub"), "-f", str(OUT / "hub_config.py")],
                         env, OUT, hub, OUT / "hub.log", lambda: scenario(hub, homes))
+    problems += state_apart(course, OUT / "state")
     return verdict("hub-test", time.monotonic() - t0, problems, OUT / "hub.log",
                    "three learners, each in their own copy on a stand-in GPU (0, 1, 0), ran notebook 00 and lab 1 in "
                    "replay in a kernel of their server (lab 1's check raised LabIncomplete, as an unsolved lab's must); "

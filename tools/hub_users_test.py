@@ -308,17 +308,6 @@ def scenario(hub: ht.Hub, passwords: dict, course: Path, state: Path, pause: Pat
 
 # --- 4, 7: the hub, and what it leaves ----------------------------------------------------------------------------------
 
-def hub_state_apart(course: Path, state: Path) -> list[str]:
-    problems = []
-    written = [f for f in ("jupyterhub_cookie_secret", "jupyterhub.sqlite", "jupyterhub-proxy.pid")
-               if (course / f).exists()]
-    if written:
-        problems.append(f"the hub wrote its state into the course: {written}")
-    if not (state / "jupyterhub_cookie_secret").is_file() or state.stat().st_mode & 0o077:
-        problems.append(f"the hub's state is not in {state}, private (mode {state.stat().st_mode & 0o777:o})")
-    return problems
-
-
 def leftovers(srv: Path, uids: set[int]):
     """What of the run still runs: processes of its users, or started from its folder (the hub, the proxy, the
     summaries service, servers and kernels all run the course's environment or the proxy installed there)."""
@@ -383,7 +372,7 @@ def main() -> int:
         problems += ht.with_hub(command, env, course, hub, log_path,
                                 lambda: scenario(hub, passwords, course, state, pause, log_path),
                                 left=leftovers(srv, uids))
-        problems += hub_state_apart(course, state)
+        problems += ht.state_apart(course, state)
     except ht.Failed as e:
         problems.append(str(e))
     finally:

@@ -111,8 +111,9 @@ def build(out_dir: Path, root: Path = ROOT, allow_edits: bool = False) -> Path:
         raise SystemExit(f"make_dist: {', '.join(edited)} {'is' if len(edited) == 1 else 'are'} edited in place (solved, "
                          "or begun), and the archive would hand that to every learner; nothing was written. Restore "
                          f"the lab{'s' if len(edited) > 1 else ''} as given (`git stash`, or `git checkout -- "
-                         f"{' '.join(edited)}` after keeping your work elsewhere), or pass --allow-edits to pack them "
-                         "as they are.")
+                         f"{' '.join(edited)}` after keeping your work elsewhere), or pass --allow-edits (make dist "
+                         f"DIST_ARGS=--allow-edits) to pack {'it' if len(edited) == 1 else 'them'} as "
+                         f"{'it is' if len(edited) == 1 else 'they are'}.")
     if edited:
         print(f"make_dist: WARNING: packing {len(edited)} lab{'s' if len(edited) > 1 else ''} edited in place, as "
               f"--allow-edits asks: {', '.join(edited)}", file=sys.stderr)
