@@ -63,7 +63,10 @@ def say(line: str) -> None:
 
 
 def sh(*command: str, **kw) -> subprocess.CompletedProcess:
-    done = subprocess.run(command, capture_output=True, text=True, **kw)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, **kw)
+    except OSError as e:
+        raise ht.Failed(f"`{' '.join(command)}` cannot be run: {e}") from None
     if done.returncode != 0:
         raise ht.Failed(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout).strip()[-300:]}")
     return done
@@ -102,7 +105,8 @@ def learners_python(someone: str) -> str:
 
 
 def set_up(course: Path, python: str, npm_prefix: Path) -> None:
-    env = {**os.environ, "PATH": f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # a fresh make,
+    env["PATH"] = f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}"  # not the settings of the one running us
     t0 = time.monotonic()
     sh("make", "-C", str(course), "setup", env=env)
     sh(str(course / ".venv" / "bin" / "pip"), "install", "-q", "-r", str(course / "workshop" / "requirements-hub.txt"))
