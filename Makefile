@@ -14,7 +14,7 @@ COLAB_PYTHON ?=
 # worker per core in replay and a single worker live (a GPU's timings are never shared with another test)
 XDIST = $$($(PYTHON) -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
 
-.PHONY: help setup course test record info labs dist colab-test compile-matrix preflight site browser hub-test clean
+.PHONY: help setup course test record info labs dist colab-test compile-matrix preflight site browser hub-test hub-users-test clean
 help:                       ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /  make \1\t/' | expand -t 22
 setup: $(SETUP)             ## only set up .venv: the course's packages, its Jupyter kernel, nvcc if none is found
@@ -29,8 +29,8 @@ info: $(SETUP)              ## what this machine has: GPU, driver, nvcc, CuPy, t
 labs: $(SETUP)              ## regenerate the generated files: links (README map, set-up lines), labs/
 	$(PYTHON) tools/make_links.py
 	$(PYTHON) tools/make_labs.py
-dist:                       ## build/dist/stream-ordered-allocator.zip: what git tracks, in one archive (for Colab)
-	python3 tools/make_dist.py
+dist: $(SETUP)              ## build/dist/stream-ordered-allocator.zip: what git tracks, in one archive (refuses labs edited in place: DIST_ARGS=--allow-edits)
+	$(PYTHON) tools/make_dist.py $(DIST_ARGS)
 colab-test: $(COLAB_VENV)/.installed  ## as on Colab (Python 3.12, its pins and IPython config): every notebook and lab from the archive in a fresh folder
 	@$(COLAB_VENV)/bin/python -c 'import sys; v = "%d.%d.%d" % sys.version_info[:3]; v.startswith("3.12.") or \
 	  print(f"WARNING: the Colab tier runs on Python {v}, not on Colab\x27s 3.12 (see tests/colab/colab_python.sh)")'
@@ -48,6 +48,8 @@ browser: $(SETUP) $(COLAB_VENV)/.installed  ## JupyterLab, and classic Notebook 
 	STREAMALLOC_BROWSER=1 STREAMALLOC_MODE=replay $(PYTHON) -m pytest tests/browser
 hub-test: $(SETUP) build/hub-tools/.installed  ## a real JupyterHub with workshop/'s config on 127.0.0.1: 3 learners run 00 and lab 1 (replay)
 	STREAMALLOC_MODE=replay $(PYTHON) tools/hub_test.py
+hub-users-test: $(SETUP)    ## as root: the README's hub set up step by step for system users, attacked as a learner would (replay)
+	STREAMALLOC_MODE=replay $(PYTHON) tools/hub_users_test.py
 
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)

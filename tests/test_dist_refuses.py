@@ -56,3 +56,30 @@ def test_refuses_when_git_cannot_be_run(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     with pytest.raises(SystemExit, match="git cannot be run"):
         make_dist.course_files(tmp_path)
+
+
+def test_refuses_a_lab_edited_in_place_naming_it_unless_allowed(tmp_path, capsys):
+    """A lab solved in place (its cells differ from the hash make_labs.py wrote) would hand its solution to the room."""
+    import zipfile
+
+    import nbformat
+
+    repo = tmp_path / "repo"
+    for f in make_dist.NEEDED:
+        if f != "labs":
+            (repo / f).parent.mkdir(parents=True, exist_ok=True)
+            (repo / f).write_text(f)
+    (repo / "labs").mkdir()
+    lab = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("answer = 42  # the learner's")])
+    lab.metadata["streamalloc"] = {"cells_sha256": "the cells make_labs.py wrote"}
+    nbformat.write(lab, str(repo / "labs" / "lab9_x.ipynb"))
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    out = tmp_path / "dist"
+    with pytest.raises(SystemExit) as e:
+        make_dist.build(out, root=repo)
+    assert "labs/lab9_x.ipynb is edited in place" in str(e.value) and "--allow-edits" in str(e.value)
+    assert not out.exists() or not any(out.iterdir())
+    archive = make_dist.build(out, root=repo, allow_edits=True)
+    assert "WARNING: packing 1 lab edited in place" in capsys.readouterr().err
+    assert f"{make_dist.NAME}/labs/lab9_x.ipynb" in zipfile.ZipFile(archive).namelist()

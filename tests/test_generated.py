@@ -61,7 +61,7 @@ def test_readme_tells_a_learner_first_and_the_archive_size_make_dist_writes(tmp_
     import make_dist
 
     readme = (ROOT / "README.md").read_text()
-    mib = make_dist.build(tmp_path).stat().st_size / 2**20
+    mib = make_dist.build(tmp_path, allow_edits=True).stat().st_size / 2**20
     said = [float(x) for x in re.findall(r"(?:archive is|what git tracks,) about (\d+(?:\.\d+)?) MiB", readme)]
     assert len(said) == 2 and all(abs(x - mib) <= 0.1 * mib for x in said), (said, f"{mib:.2f} MiB")
     assert "under 1 MiB" not in readme

@@ -1,8 +1,10 @@
 """The workshop's set-up (workshop/), without a hub, a GPU or a container runtime: the image installs what
 requirements.txt lists, the hub's config loads and sets what it must, the room spreads learners over GPUs with a cap,
 each learner gets their own copy once. `make hub-test` (tools/hub_test.py) runs a real hub with the same config."""
+import asyncio
 import importlib.util
 import json
+import os
 import re
 import shlex
 import sys
@@ -79,9 +81,10 @@ def load_config(monkeypatch, tmp_path, **settings):
     from traitlets.config import Config
 
     for name in ("COURSE_SOURCE", "WORKSHOP_GPUS", "WORKSHOP_LEARNERS_PER_GPU", "WORKSHOP_SPAWNER", "WORKSHOP_HOMES",
-                 "WORKSHOP_INSTRUCTOR", "WORKSHOP_MEM_LIMIT"):
+                 "WORKSHOP_INSTRUCTOR", "WORKSHOP_MEM_LIMIT", "WORKSHOP_STATE", "WORKSHOP_SUMMARIES_PORT"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in {"COURSE_SOURCE": str(ROOT), "WORKSHOP_HOMES": str(tmp_path), **settings}.items():
+    for name, value in {"COURSE_SOURCE": str(ROOT), "WORKSHOP_HOMES": str(tmp_path),
+                        "WORKSHOP_STATE": str(tmp_path / "state"), **settings}.items():
         monkeypatch.setenv(name, value)
     c = Config()
     path = WORKSHOP / "jupyterhub_config.py"
@@ -100,6 +103,12 @@ def test_the_config_sets_what_a_room_needs(monkeypatch, tmp_path):
     service = c.JupyterHub.services[0]
     assert service["name"] == "summaries" and Path(service["command"][1]).is_file()
     assert service["environment"]["WORKSHOP_HOMES"] == str(tmp_path)
+    assert service["environment"]["WORKSHOP_INSTRUCTOR"] == "instructor"
+    state = tmp_path / "state"  # the hub's secrets, private, apart from the course
+    assert c.JupyterHub.cookie_secret_file == str(state / "jupyterhub_cookie_secret")
+    assert c.JupyterHub.db_url == f"sqlite:///{state / 'jupyterhub.sqlite'}"
+    assert c.ConfigurableHTTPProxy.pid_file == str(state / "jupyterhub-proxy.pid")
+    assert state.stat().st_mode & 0o777 == 0o700
     simple = load_config(monkeypatch, tmp_path, WORKSHOP_SPAWNER="simple", WORKSHOP_MEM_LIMIT="8G")
     assert simple.JupyterHub.spawner_class.endswith("SimpleLocalProcessSpawner") and simple.Spawner.mem_limit == "8G"
     assert simple.SimpleLocalProcessSpawner.home_dir_template == str(tmp_path / "{username}")
@@ -112,6 +121,8 @@ def test_bad_settings_are_named_in_one_message(monkeypatch, tmp_path):
     message = str(e.value)
     for name in ("COURSE_SOURCE", "WORKSHOP_LEARNERS_PER_GPU='0'", "WORKSHOP_GPUS='two'", "WORKSHOP_SPAWNER='docker'"):
         assert name in message
+    with pytest.raises(SystemExit, match="WORKSHOP_STATE=.* is inside COURSE_SOURCE"):
+        load_config(monkeypatch, tmp_path, WORKSHOP_STATE=str(ROOT / "build" / "hub-state"))
     assert message.count("\n") == 0
 
 
@@ -143,6 +154,8 @@ def fake_course(where: Path) -> Path:
     (where / "notebooks" / "00_setup.ipynb").write_text("{}")
     (where / "build" / "cuda").mkdir(parents=True)  # the instructor's builds: never copied
     (where / ".venv").mkdir()
+    for state in ("jupyterhub_cookie_secret", "jupyterhub.sqlite", "jupyterhub-proxy.pid"):  # a hub started here
+        (where / state).write_text("the hub's")
     return where
 
 
@@ -156,13 +169,17 @@ def test_each_learner_gets_a_gpu_and_their_own_copy_once(tmp_path):
 
     source = fake_course(tmp_path / "course")
     room = Room(gpus=1, per_gpu=1)
-    pre, post = spawn_hook.hooks(room, source, system_users=False)
+    hook, post = spawn_hook.hooks(room, source, system_users=False)
+    pre = lambda s: asyncio.run(hook(s))  # noqa: E731 (the hub awaits it)
     alice = spawner("alice", tmp_path / "homes" / "alice")
     pre(alice)
     copy = tmp_path / "homes" / "alice" / "stream-ordered-allocator"
     assert alice.environment["CUDA_VISIBLE_DEVICES"] == "0" and alice.notebook_dir == str(copy)
     assert (copy / "notebooks" / "00_setup.ipynb").is_file()
     assert not (copy / "build").exists() and not (copy / ".venv").exists()
+    assert not (copy / "jupyterhub_cookie_secret").exists() and not (copy / "jupyterhub.sqlite").exists()
+    assert copy.stat().st_mode & 0o777 == 0o700  # hers alone
+    assert os.listdir(copy.parent) == [copy.name]  # the folder it was made in is gone
     with pytest.raises(HTTPError) as full:  # the hub shows this message to the learner
         pre(spawner("bob", tmp_path / "homes" / "bob"))
     assert full.value.status_code == 503 and "The room is full" in full.value.log_message
@@ -177,19 +194,108 @@ def test_a_failed_copy_keeps_no_seat(tmp_path):
     room = Room(gpus=1, per_gpu=1)
     pre, _ = spawn_hook.hooks(room, tmp_path / "no-course", system_users=False)
     with pytest.raises(FileNotFoundError, match="does not hold the course"):
-        pre(spawner("alice", tmp_path / "homes" / "alice"))
+        asyncio.run(pre(spawner("alice", tmp_path / "homes" / "alice")))
     assert room.seats == {} and not (tmp_path / "homes" / "alice" / "stream-ordered-allocator").exists()
 
 
-def test_the_instructor_page_reads_every_copy(tmp_path):
-    pytest.importorskip("jupyterhub", reason="make hub-test installs it (workshop/requirements-hub.txt)")
-    import summaries
+def test_a_copy_replaced_while_it_was_made_is_refused(tmp_path, monkeypatch):
+    """A learner's process swaps the copy being made for a link to another's copy, at the moment between making it
+    and moving it into place (the hub test makes that moment happen for real, with system users)."""
+    source, victim = fake_course(tmp_path / "course"), tmp_path / "bob" / "stream-ordered-allocator"
+    (victim / "labs").mkdir(parents=True)
+    (victim / "labs" / "lab1.ipynb").write_text("bob's work")
 
-    (tmp_path / "alice" / "stream-ordered-allocator" / "build").mkdir(parents=True)
-    (tmp_path / "alice" / "stream-ordered-allocator" / "build" / "summary.md").write_text("| x | replay | passed |")
+    def plant(name):
+        made = tmp_path / name / ".stream-ordered-allocator.partial" / "stream-ordered-allocator"
+        made.rename(made.with_name("moved"))
+        made.symlink_to(victim)
+    monkeypatch.setattr(spawn_hook, "pause_for_test", plant)
+    with pytest.raises(spawn_hook.CopyRefused, match="replaced while the copy was made"):
+        spawn_hook.make_copy(source, tmp_path / "alice")
+    assert not os.path.lexists(tmp_path / "alice" / "stream-ordered-allocator")
+    assert (victim / "labs" / "lab1.ipynb").read_text() == "bob's work"
+    monkeypatch.setattr(spawn_hook, "pause_for_test", lambda name: None)
+    copy = spawn_hook.make_copy(source, tmp_path / "alice")  # her next login: a clean copy
+    assert copy.is_dir() and not copy.is_symlink() and (copy / "notebooks" / "00_setup.ipynb").is_file()
+
+
+def test_the_copy_pauses_only_for_a_learner_the_test_holds(tmp_path, monkeypatch):
+    monkeypatch.setenv(spawn_hook.PAUSE, str(tmp_path))
+    spawn_hook.pause_for_test("alice")  # no alice.hold: no pause
+    assert not (tmp_path / "alice.copied").exists()
+    (tmp_path / "alice.hold").touch()
+    import threading
+    t = threading.Thread(target=spawn_hook.pause_for_test, args=("alice",))
+    t.start()
+    for _ in range(100):
+        if (tmp_path / "alice.copied").exists():
+            break
+        t.join(0.05)
+    assert (tmp_path / "alice.copied").exists() and t.is_alive()  # held
+    (tmp_path / "alice.hold").unlink()
+    t.join(5)
+    assert not t.is_alive()
+
+
+def learner_copy(homes: Path, name: str, summary: str | None = None) -> Path:
+    build = homes / name / "stream-ordered-allocator" / "build"
+    build.mkdir(parents=True)
+    if summary is not None:
+        (build / "summary.md").write_text(summary)
+    return build
+
+
+ROW = "| labs/lab1.ipynb | replay | solved | 3.1 | line one<br>line two |"
+TABLE = "| notebook | mode | result | seconds | error, or the lab's first finding |\n|---|---|---|---|---|\n" + ROW
+
+
+def test_the_instructor_page_reads_every_learner_but_the_instructor(tmp_path):
+    summaries = pytest.importorskip("summaries", reason="make hub-test installs jupyterhub (requirements-hub.txt)")
+    learner_copy(tmp_path, "alice", TABLE)
+    learner_copy(tmp_path, "instructor", TABLE)
     (tmp_path / "bob" / "stream-ordered-allocator").mkdir(parents=True)
     (tmp_path / "carol").mkdir()  # no copy: not a learner of this course
-    assert summaries.summaries(tmp_path) == {"alice": "| x | replay | passed |", "bob": ""}
+    found = summaries.summaries(tmp_path, "instructor")
+    assert found == {"alice": TABLE, "bob": ""}
+    page = summaries.page(found)
+    assert "The room: 2 learners" in page and "not a grade" in page
+    assert "<td>solved</td>" in page and "line one<br>line two" in page  # a table, its line break kept
+
+
+def test_the_instructor_page_follows_no_link_and_reads_a_bounded_regular_file(tmp_path):
+    summaries = pytest.importorskip("summaries", reason="make hub-test installs jupyterhub (requirements-hub.txt)")
+    homes, elsewhere = tmp_path / "homes", tmp_path / "secret"
+    elsewhere.mkdir()
+    (elsewhere / "summary.md").write_text("ROOT ONLY")
+    (elsewhere / "stream-ordered-allocator" / "build").mkdir(parents=True)
+    (learner_copy(homes, "linked") / "summary.md").symlink_to(elsewhere / "summary.md")
+    learner_copy(homes, "build_linked").rmdir()
+    (homes / "build_linked" / "stream-ordered-allocator" / "build").symlink_to(elsewhere)
+    (homes / "copy_linked").mkdir()
+    (homes / "copy_linked" / "stream-ordered-allocator").symlink_to(elsewhere / "stream-ordered-allocator")
+    os.mkfifo(learner_copy(homes, "fifo") / "summary.md")
+    with open(learner_copy(homes, "sparse") / "summary.md", "wb") as f:
+        f.write(b"| a | b |\n")
+        f.truncate(1536 * 2**20)  # 1.5 GB, sparse: read at most LIMIT of it
+    learner_copy(homes, "script", "<script>alert(1)</script><img src=x onerror=alert(2)> [x](javascript:alert(3))")
+    found = summaries.summaries(homes)
+    for name in ("linked", "build_linked", "copy_linked"):
+        assert isinstance(found[name], summaries.Refused) and "link" in str(found[name]), name
+    assert isinstance(found["fifo"], summaries.Refused) and "not a regular file" in str(found["fifo"])
+    assert found["sparse"].endswith(summaries.CUT) and len(found["sparse"]) <= summaries.LIMIT + len(summaries.CUT)
+    page = summaries.page(found)
+    assert "ROOT ONLY" not in page and "Not shown: " in page
+    assert "<script" not in page and "onerror" not in page and "href=\"javascript" not in page
+    assert "&lt;script&gt;alert(1)" in page  # shown as text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user owns needs root")
+def test_the_instructor_page_reads_only_the_learners_own_file(tmp_path):
+    summaries = pytest.importorskip("summaries", reason="make hub-test installs jupyterhub (requirements-hub.txt)")
+    build = learner_copy(tmp_path, "alice", "someone else's")
+    for path in (tmp_path / "alice", tmp_path / "alice" / "stream-ordered-allocator", build):
+        os.chown(path, 12345, 12345)  # alice's; the summary stays root's (a hard link to a file not hers)
+    assert "does not belong to the learner" in str(summaries.summaries(tmp_path)["alice"])
 
 
 def test_the_cluster_values_give_a_gpu_the_course_and_culling():
@@ -204,6 +310,49 @@ def test_the_cluster_values_give_a_gpu_the_course_and_culling():
     assert values["singleuser"]["image"]["name"] and values["singleuser"]["memory"]["limit"]
     assert values["cull"]["enabled"] is True and values["cull"]["timeout"] > 0
     assert values["hub"]["config"]["Authenticator"]["admin_users"] == ["instructor"]
+
+
+CHART = WORKSHOP / "z2jh-chart-4.3.5"  # the chart's own defaults and values schema, vendored at that version
+
+
+def helm_merge(base: dict, over: dict) -> dict:
+    """Values as Helm merges them: maps key by key, anything else replaced, null removes the key."""
+    merged = dict(base)
+    for key, value in over.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = helm_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@pytest.mark.parametrize("files", [["z2jh-values.yaml"], ["z2jh-values.yaml", "z2jh-oauth-github.yaml"]])
+def test_the_cluster_values_pass_the_charts_schema_with_an_authenticator_chosen(files):
+    import jsonschema
+
+    texts = [(WORKSHOP / f).read_text() for f in files]
+    assert f"--version {CHART.name.rsplit('-', 1)[1]} " in texts[0]  # installed at the version whose schema this is
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert defaults["hub"]["config"]["JupyterHub"]["authenticator_class"] == "dummy"  # what must be overridden
+    values = defaults
+    for text in texts:
+        values = helm_merge(values, yaml.safe_load(text))
+    jsonschema.Draft7Validator(json.loads((CHART / "values.schema.json").read_text())).validate(values)
+    config = values["hub"]["config"]  # the schema leaves hub.config free: the authenticator is asserted here
+    chosen = config["JupyterHub"]["authenticator_class"]
+    assert chosen in ("shared-password", "github") and chosen == yaml.safe_load(texts[-1])["hub"]["config"][
+        "JupyterHub"]["authenticator_class"]
+    for secret in ("user_password", "admin_password", "client_secret", "password"):  # given at install, never here
+        assert not any(secret in section for text in texts
+                       for section in yaml.safe_load(text)["hub"]["config"].values()), secret
+        assert all(f"{secret}=" not in t or f'{secret}="$' in t for t in texts), secret
+    if chosen == "github":
+        assert config["GitHubOAuthenticator"]["allowed_organizations"] and config["Authenticator"]["allow_all"] is False
+    else:
+        assert config["Authenticator"]["admin_users"] == ["instructor"]
+        assert "SharedPasswordAuthenticator.admin_password" in texts[0]  # the admin's password, apart
 
 
 def load_hub_test():

@@ -2,7 +2,8 @@
 learners, and nothing left running afterwards. Everything it writes goes under build/hub-test/.
 
 1. The course of the day: what git tracks (and untracked files it does not ignore), copied to build/hub-test/course,
-   which the config names as COURSE_SOURCE.
+   which the config names as COURSE_SOURCE; a lab solved in place in this checkout (runner.edited_lab) is handed
+   out as git has it, as a room gets it, and the run says so. The hub's state goes to build/hub-test/state.
 2. The hub, with configurable-http-proxy (npm), on free ports: WORKSHOP_SPAWNER=simple (no system users), two
    stand-in GPUs with two learners each (WORKSHOP_GPUS=2: no GPU is needed), the test authenticator, and a service
    token that may create users and tokens, and nothing else.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -65,6 +67,24 @@ def copy_course(dest: Path) -> None:
     for f in course_files(ROOT):
         (dest / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, dest / f)
+    labs_as_given(dest)
+
+
+def labs_as_given(course: Path) -> list[str]:
+    """The labs of this checkout solved (or begun) in place, put back in `course` as git has them, so that the room
+    gets each lab unsolved, as `make dist` hands it out; said in a line, and returned."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from labcheck import unsolved  # the lab as git tracks it, where runner.edited_lab says it was edited
+
+    given = []
+    for lab in sorted((course / "labs").glob("*.ipynb")):
+        text = unsolved(ROOT / "labs" / lab.name)
+        if text is not None and text != lab.read_text():
+            lab.write_text(text)
+            given.append(f"labs/{lab.name}")
+    if given:
+        print(f"hub-test: {', '.join(given)} edited in place in this checkout: the room gets the lab as git has it")
+    return given
 
 
 def hub_config(ports: dict, token: str, proxy: str) -> str:
@@ -77,7 +97,6 @@ c.JupyterHub.bind_url = "http://127.0.0.1:{ports['public']}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{ports['hub']}"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{ports['proxy_api']}"
 c.ConfigurableHTTPProxy.command = [{proxy!r}]
-c.JupyterHub.services[0]["url"] = "http://127.0.0.1:{ports['summaries']}"
 c.JupyterHub.services[0]["environment"]["{MARK}"] = {os.environ[MARK]!r}
 c.JupyterHub.services.append({{"name": "hub-test", "api_token": {token!r}}})
 c.JupyterHub.load_roles = [{{"name": "hub-test", "services": ["hub-test"],
@@ -89,10 +108,11 @@ if os.getuid() == 0:  # CI runs as root; jupyter_server refuses root without thi
 
 
 class Hub:
-    def __init__(self, url: str, token: str):
+    def __init__(self, url: str, token: str | None = None):
         import requests
         self.url, self.http = url, requests.Session()
-        self.http.headers["Authorization"] = f"token {token}"
+        if token:  # the test's own service token; without one, every call names a user's token
+            self.http.headers["Authorization"] = f"token {token}"
 
     def api(self, method: str, path: str, token: str | None = None, ok=(200, 201, 202, 204), **kw):
         headers = {"Authorization": f"token {token}"} if token else {}
@@ -128,7 +148,7 @@ print(json.dumps({{"rc": done.returncode}}))
 """
 
 
-def run_in_kernel(hub: Hub, name: str, token: str, code: str, timeout: float = 600) -> list[dict]:
+def run_in_kernel(hub: Hub, name: str, token: str, code: str, timeout: float = 600, out: Path = OUT) -> list[dict]:
     """Start a kernel in the learner's server (in its root folder, as a notebook at the top would), execute `code` there, return the JSON lines it printed."""
     import websocket
     kernel = hub.api("POST", f"/user/{name}/api/kernels", token=token, json={"name": "python3", "path": ""}).json()["id"]
@@ -161,18 +181,19 @@ def run_in_kernel(hub: Hub, name: str, token: str, code: str, timeout: float = 6
     hub.api("DELETE", f"/user/{name}/api/kernels/{kernel}", token=token)
     if error:
         raise Failed(f"{name}'s kernel raised {error}")
-    (OUT / f"{name}-kernel.log").write_text(text)
+    (out / f"{name}-kernel.log").write_text(text)
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def check_learner(name: str, lines: list[dict], homes: Path) -> list[str]:
-    """What must hold for one learner: their copy, a GPU of their own, replay, both notebooks right."""
+def check_learner(name: str, lines: list[dict], homes: Path, gpus=("0", "1")) -> list[str]:
+    """What must hold for one learner: their copy, a GPU of their own (one of `gpus`), replay, both notebooks
+    right."""
     problems, copy = [], homes / name / "stream-ordered-allocator"
     where = lines[0] if lines else {}
     if where.get("cwd") != str(copy):
         problems.append(f"{name}'s kernel ran in {where.get('cwd')}, not in their copy {copy}")
-    if where.get("gpu") not in ("0", "1"):
-        problems.append(f"{name} got CUDA_VISIBLE_DEVICES={where.get('gpu')!r}, not one of the two stand-in GPUs")
+    if where.get("gpu") not in gpus:
+        problems.append(f"{name} got CUDA_VISIBLE_DEVICES={where.get('gpu')!r}, not one of {gpus}")
     if where.get("mode") != "replay":
         problems.append(f"{name}'s server did not keep STREAMALLOC_MODE=replay (got {where.get('mode')!r})")
     if not lines or lines[-1].get("rc") != 0:
@@ -189,6 +210,30 @@ def check_learner(name: str, lines: list[dict], homes: Path) -> list[str]:
     if errors != ["LabIncomplete"]:
         problems.append(f"{name}'s lab 1 (unsolved) raised {errors}, not its check's LabIncomplete alone")
     return problems
+
+
+def state_apart(course: Path, state: Path) -> list[str]:
+    """The hub's state (WORKSHOP_STATE) in its own private folder, none of it in the course."""
+    problems = []
+    written = [f for f in ("jupyterhub_cookie_secret", "jupyterhub.sqlite", "jupyterhub-proxy.pid")
+               if (course / f).exists()]
+    if written:
+        problems.append(f"the hub wrote its state into the course: {written}")
+    mode = state.stat().st_mode & 0o777 if state.is_dir() else None
+    if not (state / "jupyterhub_cookie_secret").is_file() or mode is None or mode & 0o077:
+        problems.append(f"the hub's cookie secret is not in {state}, a folder private to the hub (mode "
+                        f"{'none' if mode is None else oct(mode)})")
+    return problems
+
+
+def section(page: str, name: str) -> str:
+    """A learner's part of the instructor's page."""
+    return page.split(f"<h2 id='{name}'>", 1)[-1].split("<h2", 1)[0] if f"<h2 id='{name}'>" in page else ""
+
+
+def row_shown(html: str, *cells: str) -> bool:
+    """Whether a table row of the page starts with these cells (the summary's Markdown, rendered)."""
+    return re.search(r"<tr>\s*" + r"\s*".join(f"<td>{re.escape(c)}</td>" for c in cells), html) is not None
 
 
 def ours() -> list[tuple[int, str]]:
@@ -222,13 +267,7 @@ def scenario(hub: Hub, homes: Path) -> list[str]:
     if sum("jupyterhub-singleuser" in cmd for cmd in running) != 3 or not any("configurable-http-proxy" in cmd
                                                                               for cmd in running):
         problems.append(f"the three servers and the proxy should carry the run's marker; found: {running}")
-    results = {}
-    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, _run_safely(hub, n, tokens[n])))
-               for n in LEARNERS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = run_everywhere(hub, tokens, LEARNERS)
     for name in LEARNERS:
         lines = results[name]
         problems += [lines] if isinstance(lines, str) else check_learner(name, lines, homes)
@@ -239,8 +278,7 @@ def scenario(hub: Hub, homes: Path) -> list[str]:
     page = hub.api("GET", "/services/summaries/", token=tokens[INSTRUCTOR]).text
     (OUT / "summaries.html").write_text(page)
     for name in LEARNERS:
-        section = page.split(f"<h2 id='{name}'>", 1)[-1].split("<h2", 1)[0] if f"<h2 id='{name}'>" in page else ""
-        if not all(f"{nb} | replay | passed" in section for nb in NOTEBOOKS):
+        if not all(row_shown(section(page, name), nb, "replay", "passed") for nb in NOTEBOOKS):
             problems.append(f"the instructor's page does not show {name}'s summary with both notebooks passed")
     refused = hub.api("GET", "/services/summaries/", token=tokens[LEARNERS[0]], ok=(200, 302, 403),
                       allow_redirects=False).status_code
@@ -261,11 +299,65 @@ def scenario(hub: Hub, homes: Path) -> list[str]:
     return problems
 
 
-def _run_safely(hub, name, token):
+def _run_safely(hub, name, token, out: Path = OUT):
     try:
-        return run_in_kernel(hub, name, token, RUN_CODE)
+        return run_in_kernel(hub, name, token, RUN_CODE, out=out)
     except Failed as e:
         return str(e)
+
+
+def run_everywhere(hub: Hub, tokens: dict, names: list[str], out: Path = OUT) -> dict:
+    """Each learner runs RUN_CODE in a kernel of their server, all at once: {name: its JSON lines, or what failed}."""
+    results = {}
+    threads = [threading.Thread(target=lambda n=n: results.__setitem__(n, _run_safely(hub, n, tokens[n], out)))
+               for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def with_hub(command: list[str], env: dict, cwd: Path, hub: Hub, log_path: Path, scenario, left=None) -> list[str]:
+    """Start the hub (`command`), wait until it answers, run `scenario()` (its problems), stop the hub, and check
+    that nothing of the run is left: `left()` lists what still runs, (pid, command line), by default every process
+    carrying the run's marker. What is left is named, and killed by its pid. Returns every problem."""
+    left = left or ours
+    problems = []
+    with open(log_path, "w") as log:
+        t0 = time.monotonic()
+        hub_proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        try:
+            def up():
+                if hub_proc.poll() is not None:
+                    raise Failed(f"the hub exited with status {hub_proc.returncode}: see {log_path}")
+                try:
+                    return hub.http.get(hub.url + "/hub/api/", timeout=5).status_code == 200
+                except OSError:
+                    return False
+            wait_for("the hub", up, timeout=90)
+            print(f"hub-test: the hub answers at {hub.url} ({time.monotonic() - t0:.0f} s)")
+            problems = scenario()
+        except Failed as e:
+            problems.append(str(e))
+        finally:
+            hub_proc.send_signal(signal.SIGTERM)  # the hub stops its servers, its proxy and its services
+            try:
+                hub_proc.wait(60)
+            except subprocess.TimeoutExpired:
+                problems.append("the hub did not stop within 60 s of SIGTERM")
+            try:
+                wait_for("the run's processes to end", lambda: not left(), timeout=20)
+            except Failed:
+                still = left()
+                problems.append("processes left behind: " + "; ".join(f"{pid} {cmd[:120]}" for pid, cmd in still))
+                for pid, _ in still:  # the run's own: stopped, so that CI leaves nothing behind
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+    return problems
 
 
 def main() -> int:
@@ -291,53 +383,28 @@ def main() -> int:
     (OUT / "hub_config.py").write_text(hub_config(ports, token, proxy))
     env = {**os.environ, "COURSE_SOURCE": str(course), "WORKSHOP_SPAWNER": "simple", "WORKSHOP_GPUS": "2",
            "WORKSHOP_LEARNERS_PER_GPU": "2", "WORKSHOP_HOMES": str(homes), "WORKSHOP_INSTRUCTOR": INSTRUCTOR,
+           "WORKSHOP_STATE": str(OUT / "state"), "WORKSHOP_SUMMARIES_PORT": str(ports["summaries"]),
            "STREAMALLOC_MODE": "replay"}
-    log = open(OUT / "hub.log", "w")
     t0 = time.monotonic()
-    hub_proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", str(OUT / "hub_config.py")],
-                                cwd=OUT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     hub = Hub(f"http://127.0.0.1:{ports['public']}", token)
-    problems = []
-    try:
-        def up():
-            if hub_proc.poll() is not None:
-                raise Failed(f"the hub exited with status {hub_proc.returncode}: see {OUT / 'hub.log'}")
-            try:
-                return hub.http.get(hub.url + "/hub/api/", timeout=5).status_code == 200
-            except OSError:
-                return False
-        wait_for("the hub", up, timeout=90)
-        print(f"hub-test: the hub answers at {hub.url} ({time.monotonic() - t0:.0f} s)")
-        problems = scenario(hub, homes)
-    except Failed as e:
-        problems.append(str(e))
-    finally:
-        hub_proc.send_signal(signal.SIGTERM)  # the hub stops its servers, its proxy and its services
-        try:
-            hub_proc.wait(60)
-        except subprocess.TimeoutExpired:
-            problems.append("the hub did not stop within 60 s of SIGTERM")
-        try:
-            wait_for("the run's processes to end", lambda: not ours(), timeout=20)
-        except Failed:
-            left = ours()
-            problems.append("processes left behind: " + "; ".join(f"{pid} {cmd[:120]}" for pid, cmd in left))
-            for pid, _ in left:  # ours (they carry this run's marker): stopped, so that CI leaves nothing behind
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        log.close()
-    took = time.monotonic() - t0
+    problems = with_hub([str(Path(sys.executable).parent / "jupyterhub"), "-f", str(OUT / "hub_config.py")],
+                        env, OUT, hub, OUT / "hub.log", lambda: scenario(hub, homes))
+    problems += state_apart(course, OUT / "state")
+    return verdict("hub-test", time.monotonic() - t0, problems, OUT / "hub.log",
+                   "three learners, each in their own copy on a stand-in GPU (0, 1, 0), ran notebook 00 and lab 1 in "
+                   "replay in a kernel of their server (lab 1's check raised LabIncomplete, as an unsolved lab's must); "
+                   "the instructor read the three summaries; the fifth learner was told the room is full and got the "
+                   "seat the fourth left; nothing left running")
+
+
+def verdict(test: str, took: float, problems: list[str], log: Path, passed: str) -> int:
+    """The run's last words and exit status: every problem (1), or what held (0)."""
     if problems:
-        print(f"hub-test FAILED after {took:.0f} s (the hub's log: {OUT / 'hub.log'}):", file=sys.stderr)
+        print(f"{test} FAILED after {took:.0f} s (the hub's log: {log}):", file=sys.stderr)
         for p in problems:
             print("  -", p, file=sys.stderr)
         return 1
-    print(f"hub-test passed in {took:.0f} s: three learners, each in their own copy on a stand-in GPU (0, 1, 0), ran "
-          f"notebook 00 and lab 1 in replay in a kernel of their server (lab 1's check raised LabIncomplete, as an "
-          f"unsolved lab's must); the instructor read the three summaries; the fifth learner was told the room is "
-          f"full and got the seat the fourth left; nothing left running")
+    print(f"{test} passed in {took:.0f} s: {passed}")
     return 0
 
 

@@ -7,6 +7,11 @@ and finds the course there (README.md, "Opening it").
 
     python tools/make_dist.py                 write build/dist/stream-ordered-allocator.zip
     python tools/make_dist.py --out DIR       write DIR/stream-ordered-allocator.zip instead
+    python tools/make_dist.py --allow-edits   pack labs edited in place too (said aloud, naming them)
+
+A lab edited in place (runner.edited_lab: its cells differ from those tools/make_labs.py wrote), most often one the
+instructor solved, would hand its solution to every learner: the build refuses it, naming the labs, unless
+--allow-edits says that is meant. It runs with the course's Python (`make dist` uses .venv), which reads notebooks.
 
 The files are the ones git tracks (`git ls-files`), as they are in the working tree: nothing else lying in the
 folder is shipped; outside a git checkout, every file but build outputs. The sample reports' images
@@ -30,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(1, str(ROOT))
 from make_links import NAME  # noqa: E402  the folder name the notebooks' set-up lines look for
 
 MARKER = "course-version.json"  # streamalloc/colab.py's MARKER: the first cell checks an archive by it
@@ -88,11 +94,29 @@ def version(root: Path = ROOT, now: datetime.datetime | None = None) -> str:
     return f"{built}, commit {commit.stdout.strip()}" + (" with changes not committed" if dirty else "")
 
 
-def build(out_dir: Path, root: Path = ROOT) -> Path:
+def edited_labs(files: list[str], root: Path = ROOT) -> list[str]:
+    """The labs among `files` edited in place, as the runner decides (runner.edited_lab)."""
+    from streamalloc.runner import edited_lab
+
+    return [f for f in files if f.startswith("labs/") and f.endswith(".ipynb") and edited_lab(root / f)]
+
+
+def build(out_dir: Path, root: Path = ROOT, allow_edits: bool = False) -> Path:
     files = course_files(root)
     missing = [n for n in NEEDED if n not in files and not any(f.startswith(n + "/") for f in files)]
     if missing:
         raise SystemExit(f"make_dist: the course is incomplete, missing: {', '.join(missing)}")
+    edited = edited_labs(files, root)
+    if edited and not allow_edits:
+        raise SystemExit(f"make_dist: {', '.join(edited)} {'is' if len(edited) == 1 else 'are'} edited in place (solved, "
+                         "or begun), and the archive would hand that to every learner; nothing was written. Restore "
+                         f"the lab{'s' if len(edited) > 1 else ''} as given (`git stash`, or `git checkout -- "
+                         f"{' '.join(edited)}` after keeping your work elsewhere), or pass --allow-edits (make dist "
+                         f"DIST_ARGS=--allow-edits) to pack {'it' if len(edited) == 1 else 'them'} as "
+                         f"{'it is' if len(edited) == 1 else 'they are'}.")
+    if edited:
+        print(f"make_dist: WARNING: packing {len(edited)} lab{'s' if len(edited) > 1 else ''} edited in place, as "
+              f"--allow-edits asks: {', '.join(edited)}", file=sys.stderr)
     out_dir.mkdir(parents=True, exist_ok=True)
     archive = out_dir / f"{NAME}.zip"
     tmp = archive.with_name(archive.name + f".tmp{os.getpid()}")
@@ -113,8 +137,10 @@ def build(out_dir: Path, root: Path = ROOT) -> Path:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tools/make_dist.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "dist", help="folder for the archive")
+    parser.add_argument("--allow-edits", action="store_true",
+                        help="pack labs edited in place (a solved lab hands its solution to every learner)")
     args = parser.parse_args(argv)
-    archive = build(args.out)
+    archive = build(args.out, allow_edits=args.allow_edits)
     with zipfile.ZipFile(archive) as z:
         n = len(z.namelist())
     print(f"wrote {archive} ({n} files, {archive.stat().st_size / 2**20:.1f} MiB): upload it to Colab's /content "

@@ -17,9 +17,14 @@
 #   WORKSHOP_SPAWNER           systemd (default: each learner a system user, in their own systemd unit, which enforces
 #                              the memory limit; needs jupyterhub-systemdspawner), local (system users, no limit
 #                              enforced), or simple (no system users: every server runs as the hub's user, homes
-#                              under WORKSHOP_HOMES; for a test, or a room that trusts itself)
+#                              under WORKSHOP_HOMES; for a test, or a room that trusts itself: any learner can read
+#                              and change every other learner's work, and the hub's own files, its state included)
 #   WORKSHOP_GROUP             the system group whose users may log in (default workshop; not with simple)
 #   WORKSHOP_HOMES             where the learners' homes are (default /home)
+#   WORKSHOP_SUMMARIES_PORT    the port of the instructor's page, a service on 127.0.0.1 (default 10101)
+#   WORKSHOP_STATE             the hub's own state, private to it (default /srv/jupyterhub, made 0700): its cookie
+#                              secret, its database and the proxy's pid file. Never inside COURSE_SOURCE: whoever
+#                              reads the cookie secret can sign any login, the admin's too
 import os
 import sys
 from pathlib import Path
@@ -34,6 +39,7 @@ env = os.environ.get
 source = Path(env("COURSE_SOURCE", "").strip() or "/nonexistent").expanduser()
 per_gpu, gpus, spawner = env("WORKSHOP_LEARNERS_PER_GPU", "4").strip(), env("WORKSHOP_GPUS", ""), env("WORKSHOP_SPAWNER", "systemd")
 homes = Path(env("WORKSHOP_HOMES", "/home"))
+state = Path(env("WORKSHOP_STATE", "/srv/jupyterhub")).expanduser().absolute()
 instructor = env("WORKSHOP_INSTRUCTOR", "instructor")
 
 # every wrong setting named at once, in one message, before the hub starts anything
@@ -47,8 +53,18 @@ if gpus.strip() and not gpus.strip().isdigit():
     problems.append(f"WORKSHOP_GPUS={gpus!r} must be a whole number of GPUs (0 for none), or unset (nvidia-smi counts them)")
 if spawner not in ("systemd", "local", "simple"):
     problems.append(f"WORKSHOP_SPAWNER={spawner!r} must be systemd, local or simple")
+if state == source.absolute() or source.absolute() in state.parents:
+    problems.append(f"WORKSHOP_STATE={str(state)!r} is inside COURSE_SOURCE, which every learner reads: keep the hub's "
+                    "state apart (the default, /srv/jupyterhub)")
 if problems:
     raise SystemExit("workshop/jupyterhub_config.py: " + "; ".join(problems))
+
+# the hub's state, apart from the course and from the folder the hub was started in
+state.mkdir(mode=0o700, parents=True, exist_ok=True)
+state.chmod(0o700)
+c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
+c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
+c.ConfigurableHTTPProxy.pid_file = str(state / "jupyterhub-proxy.pid")
 
 room = Room(count_gpus(gpus), int(per_gpu))
 c.Spawner.pre_spawn_hook, c.Spawner.post_stop_hook = hooks(room, source, system_users=spawner != "simple")
@@ -77,8 +93,8 @@ if spawner != "simple":
 c.Authenticator.admin_users = {instructor}
 c.JupyterHub.services = [{
     "name": "summaries",
-    "url": "http://127.0.0.1:10101",
+    "url": f"http://127.0.0.1:{env('WORKSHOP_SUMMARIES_PORT', '10101')}",
     "command": [sys.executable, str(HERE / "summaries.py")],
-    "environment": {"WORKSHOP_HOMES": str(homes)},
+    "environment": {"WORKSHOP_HOMES": str(homes), "WORKSHOP_INSTRUCTOR": instructor},
     "oauth_no_confirm": True,
 }]
