@@ -154,25 +154,27 @@ def number(x: float) -> str:
     return f"{x:,.1f}" if abs(x) < 100 else f"{x:,.0f}"
 
 
-def sentence(v: Verdict, what: str, unit: str = "µs", show: Callable[[str], str] | None = None,
+def sentence(v: Verdict, what: str, unit: str = "µs", figure: Callable[[str], str] | None = None,
              name: Callable[[str], str] = str) -> str:
-    """One sentence for people: the winner and by how much, or a tie and why. `show(setting)` names a setting with
-    its figure (default: its name and its median), `name(setting)` without it (for Markdown, say)."""
-    show = show or (lambda s: f"{name(s)} {number(v.medians[s])} {unit}")
+    """One sentence for people: the winner and by how much, or a tie and why. `figure(setting)` is its figure in
+    words (default: its median and the unit), `name(setting)` its name as the sentence shows it (Markdown, say)."""
+    figure = figure or (lambda s: f"{number(v.medians[s])} {unit}")
+    show = lambda s: f"{name(s)}, {figure(s)}"  # noqa: E731
     if len(v.ranked) == 1:
-        return f"only {show(v.best)} was measured"
+        return f"only {name(v.best)} was measured: {figure(v.best)}"
     rounds = f"{v.n} paired rounds"
     if v.winner:
         runner_up = v.ranked[1]
-        worst = max(v.p.values())
-        return (f"the cheapest {what} is {show(v.best)}, ahead of {show(runner_up)} by {number(v.lead[runner_up])} "
-                f"{unit} (the median of its {rounds}; exact signed-rank test, p ≤ {worst:.2g} against every other "
-                f"setting after Holm's correction over {v.comparisons})")
-    tied = ", ".join(show(name) for name in v.group)
+        test = (f"p = {v.p[runner_up]:.2g}" if v.comparisons == 1 else
+                f"p ≤ {max(v.p.values()):.2g} against each other setting, Holm-corrected over {v.comparisons}")
+        return (f"the cheapest {what} is {show(v.best)}, ahead of {show(runner_up)}, by {number(v.lead[runner_up])} "
+                f"{unit} (the median of the differences in {rounds}; exact signed-rank test, {test})")
+    tied = "; ".join(show(s) for s in v.group)
     if not v.decidable:
-        over = f" over {v.comparisons} comparisons" if v.comparisons > 1 else ""
-        return (f"a tie for the cheapest {what}: {tied}. {v.n} rounds cannot decide at {v.alpha:.0%}{over}: the "
-                f"smallest two-sided p of {rounds} is 2/{2**v.n}")
+        over = (f" over {v.comparisons} comparisons: the smallest two-sided p of {rounds} is 2/{2**v.n}, above "
+                f"{v.alpha:.0%}/{v.comparisons}") if v.comparisons > 1 else \
+            f": the smallest two-sided p of {rounds} is 2/{2**v.n}"
+        return f"a tie for the cheapest {what}: {tied}. {v.n} rounds cannot decide at {v.alpha:.0%}{over}"
     why = [f"{name(s)} (p = {v.p[s]:.2g})" if v.p[s] > v.alpha else
            f"{name(s)} (p = {v.p[s]:.2g}, but by {number(v.lead[s])} {unit}, less than {v.least:.0%} of its "
            f"{number(v.scale[s])} {unit}" + (" or the timer's resolution" if v.resolution else "") + ")"

@@ -47,7 +47,7 @@ def test_a_winner_needs_the_test_and_a_practical_lead():
     v = compare.decide(rounds(100, 110, 130))
     assert v.winner == "s0" and v.group == ("s0",) and v.n == ROUNDS and v.decidable
     assert v.p["s1"] == pytest.approx(2 * 2 / 512) and v.p["s2"] == pytest.approx(2 * 2 / 512)  # Holm over two
-    assert "the cheapest setting is s0 100 µs, ahead of s1 110 µs by 10.0 µs" in compare.sentence(v, "setting")
+    assert "the cheapest setting is s0, 100 µs, ahead of s1, 110 µs, by 10.0 µs" in compare.sentence(v, "setting")
     # the same 2 % lead in every round: the test rejects, the margin does not (at least 5 % of the slower's time)
     v = compare.decide(rounds(100, 102))
     assert v.p["s1"] == 2 / 512 and v.winner is None and v.group == ("s0", "s1")
@@ -79,7 +79,7 @@ def test_five_rounds_say_they_cannot_decide():
 def test_rounds_are_paired_so_every_setting_needs_as_many():
     with pytest.raises(ValueError, match="s0 has 9, s1 has 5"):
         compare.decide({"s0": [1.0] * 9, "s1": [2.0] * 5})
-    assert compare.sentence(compare.decide({"a": [1.0, 2.0]}), "x") == "only a 1.5 µs was measured"
+    assert compare.sentence(compare.decide({"a": [1.0, 2.0]}), "x") == "only a was measured: 1.5 µs"
 
 
 # -- calibration: drawn with a fixed seed ----------------------------------------------------------------------
