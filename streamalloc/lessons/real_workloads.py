@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from .. import compare, plots, replay, together
-from ..measure import med, mib
+from ..measure import HOST_RESOLUTION_US, med, mib
 from ..traces import (ACTIONS, MOST_EVENTS, Trace, built_to_fragment, cut, from_address_events,  # noqa: F401
                       from_rmm_csv, slug, spiky_service)
 
@@ -103,11 +103,6 @@ def own_us(r: dict, results) -> float:
     return med(own_rounds(r, results))
 
 
-# Both replayers time a step with a host clock that counts nanoseconds (std::chrono::steady_clock, Python's
-# time.perf_counter): a lead below it is no lead.
-RESOLUTION_US = 0.001
-
-
 @dataclasses.dataclass
 class Figure:
     """A setting's figure over its rounds, in round order: the median, and the range of the middle rounds (its
@@ -139,8 +134,8 @@ class Figure:
 
 def decision(figures: list[Figure]) -> compare.Verdict:
     """The course's verdict (streamalloc/compare.py) on these figures' rounds, paired by round index: the settings
-    of one replayer took turns within each round."""
-    return compare.decide({f.name: f.values for f in figures}, resolution=RESOLUTION_US,
+    of one replayer took turns within each round. Both replayers time a step with a host clock (HOST_RESOLUTION_US)."""
+    return compare.decide({f.name: f.values for f in figures}, resolution=HOST_RESOLUTION_US,
                           scale={f.name: med(f.whole or f.values) for f in figures})
 
 
