@@ -1,7 +1,8 @@
 """streamalloc: the helper package of the stream-ordered allocator course.
 
 Modules, each named by its job: gpu (finding the GPU, live or replay), cuda (building and running
-CUDA), measure (reading and summarizing measurements; med, mib, nbytes), replay (recordings), lesson
+CUDA), measure (reading and summarizing measurements; med, mib, nbytes), compare (the verdict rule: which of
+settings timed in turns is faster, by a paired test and a practical margin), replay (recordings), lesson
 (what a notebook calls), plots, widgets, sanitizer (running compute-sanitizer and reading its report),
 checks (the machinery of a lab's check), labchecks (the labs' checks), runner (runs every
 notebook), cli (the command line), together (a notebook's programs started at once, their GPU work one at a time).
@@ -17,7 +18,7 @@ from .errors import (BrokenRecording, CompileError, CourseError, MissingRecordin
                      RecordingError, SanitizerNotFound, StaleRecording)
 from .lesson import Lesson, Result, start
 
-_LAZY = ("checks", "labchecks", "plots", "sanitizer", "widgets", "runner", "cli", "together")
+_LAZY = ("checks", "compare", "labchecks", "plots", "sanitizer", "widgets", "runner", "cli", "together")
 
 __all__ = ["start", "Lesson", "Result", "CourseError", "CompileError", "NvccNotFound", "ProgramFailed",
            "ProgramTimedOut", "RecordingError", "MissingRecording", "StaleRecording", "BrokenRecording", "SanitizerNotFound",

@@ -8,6 +8,7 @@ spread. The notebooks' small helpers live here, one name, one meaning:
     mib(n)        n bytes in MiB, a float (for axes and arithmetic)
     nbytes(n)     n bytes as a human-readable size: 4194304 -> "4 MiB", 1536 -> "1.5 KiB"
     KiB, MiB, GiB, UINT64_MAX
+    EVENT_RESOLUTION_US, HOST_RESOLUTION_US   the timers' resolutions, for a verdict's margin (streamalloc/compare.py)
     free_memory(lesson.machine)   the free GPU memory the lesson's sizes come from (the recorded one in replay)
     block_size(free)              one allocation's size: 64 MiB, or a sixteenth of `free` in 2 MiB pages
 """
@@ -18,6 +19,9 @@ import statistics
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 UINT64_MAX = 2**64 - 1  # the largest release threshold: keep everything
+# Timers' resolutions, in µs: the smallest difference a time can show (streamalloc/compare.py's `resolution`).
+EVENT_RESOLUTION_US = 0.5  # cudaEventElapsedTime: "a resolution of around 0.5 microseconds" (CUDA Runtime API)
+HOST_RESOLUTION_US = 0.001  # std::chrono::steady_clock and Python's time.perf_counter count nanoseconds on Linux
 
 
 class Records(list):

@@ -539,6 +539,8 @@ def test_canned_speed_is_judged_against_the_limit(tmp_path, capsys, canned_sanit
     assert "the limit plus 3.6 µs" in out and "WRONG" not in out  # no record here: the order is not verified
     slow = verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=15.0, others=(98.0, 8.8), spread=0.01)))
     assert "speed: the original takes 98.0 µs per iteration, the limit" in slow and "yours 15.0 µs" in slow
+    # the versions took turns, repeat by repeat: each of yours is set against the limit's in the same repeat
+    assert "slower than it in 9 of 9 repeats (exact signed-rank test on the 9 repeats, paired with the limit's" in slow
     # a T4-like run, where the kernels dominate: a quarter of the limit is the allowance
     assert verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=55.0, others=(160.0, 52.0), spread=0.01))) == ""
     assert "speed" in verdict_of(labchecks.lab1, LAB.canned(tmp_path, run_lines(yours=70.0, others=(160.0, 52.0), spread=0.01)))

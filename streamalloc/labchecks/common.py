@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .. import checks, cppsource, measure, ordering
+from .. import checks, compare, cppsource, measure, ordering
 from ..calls import SYNCS  # noqa: F401  (host waits; the labs' checks take them from here)
 from ..measure import MiB  # noqa: F401  (the labs' checks take it from here)
 
@@ -47,40 +47,73 @@ def shared_gpu(report) -> str:
 
 
 def judge_speed(report, original, limit, yours, allowed: float, min_speedup: float, figures: str, slow: str,
-                baseline: str = "the original") -> None:
+                baseline: str = "the original", paired: bool = False, resolution: float = 0.0) -> None:
     """The speed target: at most limit + allowed, and min_speedup times faster than the original. `original`, `limit`
-    and `yours` are each a loop's repeated timings (µs per iteration); the medians are compared.
+    and `yours` are each a loop's repeated timings (µs per iteration); the medians are compared. `resolution`: the
+    timer's, in µs per iteration.
 
     Time decides only where it can. When the original itself is not min_speedup times slower than the target (the
     GPU's work hides what the host or the pool costs: a slow GPU, or one shared with other work), a right answer and
     a wrong one take about the same time: the speed is unverified on this run, and the other findings decide. Yours
-    misses the target by more than the spread of the repeats (the interquartile range of yours plus that of the loop
-    that sets the target): WRONG. By less, or on a GPU that other processes compute on (their work can slow every
-    repeat alike): the noise could have decided it, so the speed is unverified, with the figures, never wrong."""
+    at or under the target (medians): passed. Over it, WRONG only past the course's verdict rule
+    (streamalloc/compare.py) and by its practical margin, at least compare.LEAST of your time and more than the
+    timer's resolution; short of either, or on a GPU that other processes compute on (their work can slow every
+    repeat alike), the noise could have decided it: unverified, with the figures, never wrong.
+
+    `paired`: the program's loops took turns, repeat by repeat (lab 1's pipeline.cu: original, limit, yours; original,
+    limit, yours; ...), so the k-th repeats of each shared the machine's moment: the target's k-th value (the limit's
+    plus `allowed`) is set against yours in the same repeat, and the rule's exact signed-rank test on those pairs
+    decides. Not paired (lab 2's loops run one after the other, each timing its own iterations; lab 7's replay of
+    your allocator is a run of its own, after the reference replays), no paired test applies: yours must miss the
+    target by more than the spread of the repeats (the interquartile range of yours plus the limit's), and by the
+    same practical margin. (Where the original over min_speedup would be the lower
+    target, the original is not min_speedup times slower than the limit's target: the speed is unverified first.)"""
     o, lim, y = (measure.summary(_repeats(v)) for v in (original, limit, yours))
-    by_limit, by_speedup = lim["median"] + allowed, o["median"] / min_speedup
-    target = min(by_limit, by_speedup)
-    spread = y["p75"] - y["p25"] + (lim["p75"] - lim["p25"] if by_limit <= by_speedup
-                                    else (o["p75"] - o["p25"]) / min_speedup)
+    target = lim["median"] + allowed
     shared = shared_gpu(report)
-    if o["median"] < min_speedup * by_limit:
-        report.unverified("the speed", f"{figures}. Here {baseline} itself takes only {o['median'] / by_limit:.2f}× "
+    # Past this, the original is min_speedup times the limit's target or more: that target is the lower one, and sets it
+    if o["median"] < min_speedup * target:
+        report.unverified("the speed", f"{figures}. Here {baseline} itself takes only {o['median'] / target:.2f}× "
                                        f"the target, short of the {min_speedup:g}× that would tell a right answer from "
                                        f"a wrong one: the GPU's work hides the difference on this run. {shared}".strip())
         return
     over = y["median"] - target
     if over <= 0:
         report.ok(f"speed: {figures}")
-    elif over > spread and not shared:
-        report.wrong(f"speed: {figures}. Yours is {over:.1f} µs over the target, more than the {spread:.1f} µs spread "
-                     f"of the repeats. {slow}")
+        return
+    if paired:
+        decided, beyond, short = paired_miss([v + allowed for v in _repeats(limit)], _repeats(yours), resolution)
     else:
-        why = (f"within the {spread:.1f} µs spread of the repeats (the interquartile ranges of yours and of "
-               f"{'the limit' if by_limit <= by_speedup else baseline}): the noise could have decided it on this run"
-               if over <= spread else f"more than the {spread:.1f} µs spread of the repeats, but other processes "
-               "compute on this GPU, and their work can slow every repeat alike")
-        report.unverified("the speed", f"{figures}. Yours is {over:.1f} µs over the target, {why}. {shared}Run the "
-                                       "check again on a GPU nobody else is using to decide it")
+        spread = y["p75"] - y["p25"] + lim["p75"] - lim["p25"]
+        margin = max(compare.LEAST * y["median"], resolution)
+        decided = over > spread and over >= compare.LEAST * y["median"] and over > resolution
+        beyond = f"more than the {spread:.1f} µs spread of the repeats and {compare.LEAST:.0%} of yours"
+        short = (f"within the {spread:.1f} µs spread of the repeats (the interquartile ranges of yours and of the "
+                 "limit)" if over <= spread else f"less than {compare.LEAST:.0%} of yours ({margin:.1f} µs)")
+    if decided and not shared:
+        report.wrong(f"speed: {figures}. Yours is {over:.1f} µs over the target, {beyond}. {slow}")
+        return
+    why = (f"{short}: the noise could have decided it on this run" if not decided else
+           f"{beyond}, but other processes compute on this GPU, and their work can slow every repeat alike")
+    report.unverified("the speed", f"{figures}. Yours is {over:.1f} µs over the target, {why}. {shared}Run the "
+                                   "check again on a GPU nobody else is using to decide it")
+
+
+def paired_miss(targets: list, yours: list, resolution: float) -> tuple[bool, str, str]:
+    """Yours against the target, repeat by repeat (the loops took turns): (is yours slower past the course's rule,
+    the words for a miss it names, the words for one it cannot)."""
+    v = compare.decide({"the target": targets, "yours": yours}, resolution=resolution)
+    n, p, lead = v.n, v.p.get("yours", v.p.get("the target")), v.lead.get("yours", 0.0)
+    slower = sum(b > a for a, b in zip(targets, yours))
+    test = f"exact signed-rank test on the {n} repeats, paired with the limit's, p = {p:.2g}"
+    beyond = (f"slower than it in {slower} of {n} repeats ({test}), by {lead:.1f} µs in their median, at least "
+              f"{compare.LEAST:.0%} of yours")
+    short = (f"{n} paired repeats cannot decide at {compare.ALPHA:.0%} (their smallest two-sided p is 2/{2**n})"
+             if not v.decidable else "the repeats, paired with the limit's, do not tell yours from the target at "
+             f"{compare.ALPHA:.0%} ({test})" if p > compare.ALPHA else
+             f"by {lead:.1f} µs in the median of the paired repeats, less than {compare.LEAST:.0%} of yours"
+             + (" or the timer's resolution" if resolution else ""))
+    return v.winner == "the target", beyond, short
 
 
 def leaked(report, used_before: int, used_after: int, per_buffer: int, where: str, fix: str) -> bool:

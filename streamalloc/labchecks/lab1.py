@@ -222,8 +222,10 @@ def speed(report, records, label):
                f"{allowed:.1f} µs (the larger of {OF_LIMIT:.0%} of the limit and {OF_LOSS:.0%} of the "
                f"{o - lim:.1f} µs the original loses), and at least {MIN_SPEEDUP:g}× faster than the original"
                f" (medians of {REPEATS} repeats on {label})")
+    # pipeline.cu's versions take turns, repeat by repeat: paired; each repeat is one event-timed loop of ITERATIONS
     judge_speed(report, *runs.values(), allowed, MIN_SPEEDUP, figures,
-                "Something in the loop still makes the host wait, or calls into the driver (see the hints)")
+                "Something in the loop still makes the host wait, or calls into the driver (see the hints)",
+                paired=True, resolution=measure.EVENT_RESOLUTION_US / ITERATIONS)
 
 
 # -- what the code explains ---------------------------------------------------------------------------------------

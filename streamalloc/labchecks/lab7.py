@@ -331,7 +331,8 @@ def speed(report, ref_records, mine, label):
                f"{target:.0f} µs, UINT64_MAX plus the larger of {OF_KEEP:.0%} of it and {OF_LOSS:.0%} of what threshold "
                f"0 loses (the median of {len(rounds[2])} rounds' medians of their warm steps, each round from a fresh "
                f"state, on {label})")
-    # with margin over the spread of the rounds, and never wrong on a GPU other processes share (common.judge_speed)
+    # not paired (your replay is a run of its own, after the reference replays): with margin over the spread of the
+    # rounds and 5 % of yours, and never wrong on a GPU other processes share (common.judge_speed)
     judge_speed(report, *rounds, target - b, 1.0, figures,
                 "Your allocator still pays for memory it gave back (see driver traffic)", baseline="threshold 0")
 

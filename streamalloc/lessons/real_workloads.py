@@ -5,10 +5,12 @@ The CUDA replayer, the Python programs that record and replay traces, the runs a
 notebooks/08_real_workloads.ipynb (and solutions/lab7_choose_allocator.ipynb); this module holds the rest.
 
 Every setting is timed in ROUNDS rounds (but for a trace or a setting replayed for its footprint only, which has no
-timed round: timed(r)), each from a fresh state, the settings of one replayer taking turns. A setting's
-figure is the median of its rounds, its spread the range of its middle rounds (its interquartile range: of five, the
-second to the fourth), and a verdict names a setting only where it is ahead of each other by more than both spreads:
-otherwise it is a tie, and says so.
+timed round: timed(r)), each from a fresh state, the settings of one replayer taking turns. A setting's figure is the
+median of its rounds, shown with the range of its middle rounds (its interquartile range: of five, the second to the
+fourth). A verdict is the course's rule (streamalloc/compare.py), on the rounds paired by their index: a setting is
+named only where an exact signed-rank test on the paired rounds separates it from every other at 5 % (Holm's
+correction) by at least 5 % of the other's whole time per step; otherwise it is a tie, and says so (five rounds, as
+recordings made before nine hold, can never decide: their smallest p is 2/32).
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .. import plots, replay, together
-from ..measure import med, mib
+from .. import compare, plots, replay, together
+from ..measure import HOST_RESOLUTION_US, med, mib
 from ..traces import (ACTIONS, MOST_EVENTS, Trace, built_to_fragment, cut, from_address_events,  # noqa: F401
                       from_rmm_csv, slug, spiky_service)
 
@@ -103,9 +105,12 @@ def own_us(r: dict, results) -> float:
 
 @dataclasses.dataclass
 class Figure:
-    """A setting's figure over its rounds: the median, and the range of the rounds (its spread)."""
+    """A setting's figure over its rounds, in round order: the median, and the range of the middle rounds (its
+    spread, shown beside it). `whole`: its whole time per step in each round, where `values` are above a floor (the
+    verdict's practical margin is a share of the whole time)."""
     name: str
     values: list
+    whole: list | None = None
 
     @property
     def median(self) -> float:
@@ -127,30 +132,31 @@ class Figure:
         return f"{f(self.median)} {unit} (middle rounds {f(min(self.middle))}–{f(max(self.middle))})"
 
 
+def decision(figures: list[Figure]) -> compare.Verdict:
+    """The course's verdict (streamalloc/compare.py) on these figures' rounds, paired by round index: the settings
+    of one replayer took turns within each round. Both replayers time a step with a host clock (HOST_RESOLUTION_US)."""
+    return compare.decide({f.name: f.values for f in figures}, resolution=HOST_RESOLUTION_US,
+                          scale={f.name: med(f.whole or f.values) for f in figures})
+
+
 def ahead(a: Figure, b: Figure) -> bool:
-    """a is below b by more than the spread of either: the noise of these rounds cannot have decided it."""
-    return b.median - a.median > max(a.spread, b.spread)
+    """a is faster than b in the paired rounds, past the test at 5 % and by a practical margin."""
+    return decision([a, b]).winner == a.name
 
 
 def leaders(figures: list[Figure]) -> list[Figure]:
-    """The lowest figure and every one the noise cannot tell from it, lowest first: one is a winner, more a tie."""
-    ranked = sorted(figures, key=lambda f: f.median)
-    return [f for f in ranked if f is ranked[0] or not ahead(ranked[0], f)]
+    """The lowest figure and every one the verdict cannot separate from it, lowest first: one is a winner, more a
+    tie."""
+    by = {f.name: f for f in figures}
+    return [by[name] for name in decision(figures).group]
 
 
 def verdict(figures: list[Figure], what: str, unit: str = "µs") -> str:
-    """A sentence: the winner, ahead of the next by more than both spreads, or a tie within the noise."""
+    """A sentence: the winner, by how much and how sure; or a tie, and why."""
     if not figures:
         return f"no {what} was measured"
-    if len(figures) == 1:
-        return f"only {plots.md(figures[0].name)} was measured: {figures[0].text(unit)}"
-    top = leaders(figures)
-    if len(top) == 1:
-        runner_up = sorted(figures, key=lambda f: f.median)[1]
-        return (f"the cheapest {what} is {plots.md(top[0].name)}, {top[0].text(unit)}, ahead of "
-                f"{plots.md(runner_up.name)}, {runner_up.text(unit)}, by more than either's spread")
-    return (f"a tie for the cheapest {what}: " + ", ".join(f"{plots.md(f.name)} {f.text(unit)}" for f in top)
-            + ", within the noise of one another")
+    by = {f.name: f for f in figures}
+    return compare.sentence(decision(figures), what, unit, figure=lambda name: by[name].text(unit), name=plots.md)
 
 
 # A setting below the floor of its own process, over the rounds: the floor's loop (views of one buffer) costs that
@@ -219,13 +225,16 @@ def by_library(done: list[dict]) -> dict[str, list[dict]]:
 
 
 def own(r: dict, results) -> Figure:
-    """A setting's figure: each round's time per step above its loop's floor (own_rounds)."""
-    return Figure(r["allocator"], own_rounds(r, results))
+    """A setting's figure: each round's time per step above its loop's floor (own_rounds), beside its whole time."""
+    return Figure(r["allocator"], own_rounds(r, results), r["round_us"])
 
 
-def figures(results, trace: Trace, lib: str) -> list[Figure]:
-    """One library's timed settings on this trace, as figures."""
-    return [own(r, results) for r in measured(results, trace) if library(r) == lib and timed(r)]
+def figures(results, trace: Trace, lib: str, twins: bool = True) -> list[Figure]:
+    """One library's timed settings on this trace, as figures; without the A/A `twins` (a setting replayed again
+    under another name, "again_of": the A/A check's, no choice of the library's, and a tie with its setting that would
+    hide that setting's win)."""
+    return [own(r, results) for r in measured(results, trace) if library(r) == lib and timed(r)
+            and (twins or not r.get("again_of"))]
 
 
 def verdicts(results, trace: Trace) -> dict[str, list[Figure]]:
@@ -242,7 +251,7 @@ def conclusion(results, trace: Trace, gpu: str) -> str:
     peak = trace.stats()["peak"]
     lines = [f"**{plots.md(trace.name)}** on {plots.md(gpu)}, time per step above each loop's own floor:"]
     for lib in by_library(done):
-        lines.append(f"- {lib}: " + verdict(figures(results, trace, lib), "of its settings"))
+        lines.append(f"- {lib}: " + verdict(figures(results, trace, lib, twins=False), "of its settings"))
     ratio = {r["allocator"]: r["peak_reserved"] / peak for r in done}
     small = min(ratio.values())
     near = [a for a, x in sorted(ratio.items(), key=lambda kv: kv[1]) if x <= 1.05 * small]
