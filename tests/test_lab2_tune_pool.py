@@ -113,6 +113,8 @@ MEMBERS = """struct Pool {  // a pool's threshold and trim, as member functions
 """
 DO_WHILE = ("#define SET_THRESHOLD(p, v) do { uint64_t v_ = (v); "
             "CHECK(cudaMemPoolSetAttribute((p), cudaMemPoolAttrReleaseThreshold, &v_)); } while (0)\n\n")
+TRIM_MACRO = ("static const size_t keep_none = 0;  // what the pool keeps after the trim\n"
+              "#define GIVE_BACK(p) CHECK(cudaMemPoolTrimTo((p), keep_none))\n\n")
 OBJECT_MACRO = "#define RELEASE_AT cudaMemPoolAttrReleaseThreshold  // the attribute, under another name\n\n"
 
 
@@ -180,6 +182,15 @@ ANSWERS_RIGHT = {
         "// restore's deleter: trim, restore"])),
     "member functions, at exactly what an iteration allocates": both(with_helper(MEMBERS), lambda t: regions(t, [
         "const Pool p{pool};\np.keep(bytes);", "p.give_back();\np.keep(threshold_before);"])),
+    # the trim, in styles the check was not written against: judged by what the pool reserves after tuned_loop
+    "threshold put back first, then the trim, then a synchronization": lambda t: regions(t, [
+        SET, RESTORE + "\n" + TRIM + "\nCHECK(cudaStreamSynchronize(s));"]),
+    "a trim macro with a named zero": both(with_helper(TRIM_MACRO), lambda t: regions(t, [
+        SET, "GIVE_BACK(pool);\n" + RESTORE])),
+    "trimmed to what is still in use (nothing, after the loop)": lambda t: regions(t, [
+        SET, "uint64_t in_use = 0;\n"
+             "CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &in_use));\n"
+             "CHECK(cudaMemPoolTrimTo(pool, size_t(in_use)));\n" + RESTORE]),
 }
 
 LAST_ITERATION_RESTORE = ("if (it == iters - 1)  // the last iteration: done with the pool\n"
@@ -188,12 +199,13 @@ LAST_ITERATION_RESTORE = ("if (it == iters - 1)  // the last iteration: done wit
 AFTER_FIRST_SYNC = ("if (it == 0) {  // the pool is warm now: keep it\n    const uint64_t keep_all = UINT64_MAX;\n"
                     "    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&keep_all));\n}")
 
+KEPT = "trim (record): right after tuned_loop returned, the default pool still reserved"
 ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
     # a value put back that is not the saved one, a value right only for the defaults, a skipped path
     "the threshold put back to a literal 0": (
         lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, 0));\nuint64_t zero = 0;  // the default\n"
                                    "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &zero));"]),
-        ["threshold put back (record)", "found the default pool's release threshold at 3,145,728 bytes (3 MiB)",
+        ["threshold put back (record)", "found the default pool's release threshold at 1,073,741,824 bytes (1024 MiB)",
          "after the loop it set it to 0 bytes"]),
     "put back only when it found 0 (an if)": (
         lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, 0));\nif (threshold_before == 0)  // the default\n"
@@ -225,7 +237,7 @@ ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
         lambda t: regions(t, ["uint64_t saved = 0;  // the threshold to put back\n" + SET,
                               "CHECK(cudaMemPoolTrimTo(pool, 0));\n"
                               "CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &saved));"]),
-        ["threshold put back (record)", "3,145,728 bytes (3 MiB)"]),
+        ["threshold put back (record)", "found the default pool's release threshold at 1,073,741,824 bytes (1024 MiB)"]),
     "the loop moved onto a pool it creates": (
         lambda t: regions(t, [OWN_POOL + "const uint64_t keep_all = UINT64_MAX;\n"
                               "CHECK(cudaMemPoolSetAttribute(mine, cudaMemPoolAttrReleaseThreshold, (void *)&keep_all));\n"
@@ -240,8 +252,7 @@ ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
         lambda t: in_function(regions(t, [SET, RESTORE]), FUNCTION, LOOP_END, LOOP_END + indented(TRIM)),
         ["trim (record): cudaMemPoolTrimTo ran inside the loop"]),
     "never trimmed": (
-        lambda t: regions(t, [SET, RESTORE]),
-        ["trim (record): tuned_loop did not trim the default pool after the loop", "after your trim the pool still"]),
+        lambda t: regions(t, [SET, RESTORE]), ["trim (record): tuned_loop did not trim the default pool after the loop"]),
     "a 1-byte threshold": (
         lambda t: regions(t, [threshold("1"), AFTER]),
         ["threshold during the loop (record)", "was 1 byte, less than", "reserved memory: the pool gave all"]),
@@ -260,12 +271,24 @@ ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
         ["reserved memory: the pool still gives memory back",
          "less than the 67,108,864 bytes (64 MiB) each iteration allocates"]),
     "trimmed down to 64 MiB, not to 0": (
-        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, 64ull << 20));\n" + RESTORE]),
-        ["after your trim the pool still reserves"]),
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, 64ull << 20));\n" + RESTORE]), [KEPT]),
+    # trims that keep the memory: the argument is the minimum to keep (§15.7), and what the pool reserves tells
+    "trimmed to UINT64_MAX": (
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, UINT64_MAX));  // all of it?\n" + RESTORE]), [KEPT]),
+    "trimmed to what one iteration allocates": (
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, bytes));  // back to one iteration\n" + RESTORE]),
+        [KEPT]),
+    "trimmed to the threshold it found": (  # 0 in the timed run: only the run from 1 GiB tells
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, threshold_before));\n" + RESTORE]),
+        [KEPT, "(4 MiB × 4 iterations from threshold 1 GiB, a threshold at which no synchronization gives it back"]),
+    "trimmed to UINT64_MAX, put back and synchronized": (  # at threshold 0 the synchronization hides it
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, UINT64_MAX));\n" + RESTORE
+                              + "\nCHECK(cudaStreamSynchronize(s));"]),
+        [KEPT, "(4 MiB × 4 iterations from threshold 1 GiB, a threshold at which no synchronization gives it back"]),
     "a pool the code creates, trimmed": (
         lambda t: regions(t, [SET, OWN_POOL + "CHECK(cudaMemPoolTrimTo(mine, 0));\n" + RESTORE
                               + "\nCHECK(cudaMemPoolDestroy(mine));"]),
-        ["after your trim the pool still reserves", "not the default pool the loop allocates from"]),
+        ["did not trim the default pool after the loop", "not the default pool the loop allocates from"]),
     "the threshold set on a pool from an array, another one": (
         lambda t: regions(t, [OWN_POOL + "cudaMemPool_t pools[2] = {pool, mine};\n"
                               "const uint64_t keep_all = UINT64_MAX;\n"
@@ -316,10 +339,16 @@ def tuned_record(args, todo1=(("set", MAX),), todo2=(("trim",), ("set", READ)), 
     answer whose calls before the loop are `todo1`, after it `todo2` (each a list of ops, or a function of the
     starting threshold that gives one), and in the loop `loop(it, iters, where)` ("top" or "end" of iteration it).
     An op: ("set", value) or ("set_other", value) on the default pool or a pool the answer creates, ("get",),
-    ("trim",), ("trim_other",), ("create",), ("current", POOL or MINE), ("get_current",)."""
+    ("trim",) or ("trim", bytes to keep), ("trim_other",), ("sync",), ("used",) (the memory in use read), ("create",),
+    ("current", POOL or MINE), ("get_current",). The default pool's reserved memory follows the guide: a synchronization gives back what is over
+    the threshold, a trim keeps at least what it is asked to keep (one block cannot be split: all of it); the harness
+    reads it, and what is in use (nothing), right after tuned_loop returns."""
     bytes_, iters = int(args[0]), int(args[1])
     start = int(args[2]) if len(args) > 2 else 0
-    lines, threshold, current = [], {POOL: 0, MINE: 0}, [POOL]
+    lines, threshold, current, reserved = [], {POOL: 0, MINE: 0}, [POOL], [0]
+
+    def synchronized():
+        reserved[0] = reserved[0] if threshold[POOL] >= reserved[0] else 0
 
     def call(api, **f):
         lines.append({"seq": len(lines), "t": len(lines), "pid": 7, "tid": 7, "call": api, "ret": 0, **f})
@@ -338,7 +367,14 @@ def tuned_record(args, todo1=(("set", MAX),), todo2=(("trim",), ("set", READ)), 
             elif kind == "get":
                 attr("cudaMemPoolGetAttribute", POOL)
             elif kind in ("trim", "trim_other"):
-                call("cudaMemPoolTrimTo", pool=POOL if kind == "trim" else MINE, size=0)
+                keep = value or 0
+                call("cudaMemPoolTrimTo", pool=POOL if kind == "trim" else MINE, size=keep)
+                reserved[0] = 0 if kind == "trim" and keep == 0 else reserved[0]
+            elif kind == "used":
+                call("cudaMemPoolGetAttribute", pool=POOL, attr=7, value=0)
+            elif kind == "sync":
+                call("cudaStreamSynchronize", stream=STREAM)
+                synchronized()
             elif kind == "create":
                 call("cudaMemPoolCreate", pool=MINE, max_size=0)
             elif kind == "current":
@@ -350,11 +386,13 @@ def tuned_record(args, todo1=(("set", MAX),), todo2=(("trim",), ("set", READ)), 
     def iteration(it, slot, hooks=None):
         ops(hooks(it, iters, "top") if hooks else [])
         call("cudaMallocAsync", ptr=BUF, size=bytes_, stream=STREAM)
-        call("cudaMemPoolGetAttribute", pool=POOL, attr=5, value=bytes_)
+        reserved[0] = max(reserved[0], bytes_) if current[0] == POOL else reserved[0]
+        call("cudaMemPoolGetAttribute", pool=POOL, attr=5, value=reserved[0])
         call("cudaLaunchKernel", stream=STREAM, kernel="_Z5touchPjmjPy", args=[BUF, hex(bytes_ // 4), None, slot])
         call("cudaFreeAsync", ptr=BUF, stream=STREAM)
         call("cudaStreamSynchronize", stream=STREAM)
-        call("cudaMemPoolGetAttribute", pool=POOL, attr=5, value=bytes_ if threshold[current[0]] >= bytes_ else 0)
+        synchronized()
+        call("cudaMemPoolGetAttribute", pool=POOL, attr=5, value=reserved[0])
         ops(hooks(it, iters, "end") if hooks else [])
 
     call("cudaDeviceGetDefaultMemPool", pool=POOL, dev=0)
@@ -371,6 +409,7 @@ def tuned_record(args, todo1=(("set", MAX),), todo2=(("trim",), ("set", READ)), 
         if k == 0:
             attr("cudaMemPoolSetAttribute", POOL, 0)
             call("cudaMemPoolTrimTo", pool=POOL, size=0)
+            reserved[0] = 0
         if k == 2 and read:
             attr("cudaMemPoolGetAttribute", POOL)  # the given line: threshold_before
         ops(todo1 if k == 2 else [])
@@ -379,7 +418,9 @@ def tuned_record(args, todo1=(("set", MAX),), todo2=(("trim",), ("set", READ)), 
             iteration(it, hex(0x9000000 + k * 0x100000 + 8 * it), loop if k == 2 else None)
         ops(todo2 if k == 2 else [])
         call("section", name="")
-        attr("cudaMemPoolGetAttribute", POOL)
+        attr("cudaMemPoolGetAttribute", POOL)  # the harness: the threshold left, the reserved and the used memory
+        call("cudaMemPoolGetAttribute", pool=POOL, attr=5, value=reserved[0])
+        call("cudaMemPoolGetAttribute", pool=POOL, attr=7, value=0)
     return lines
 
 
@@ -425,6 +466,9 @@ RECORDED_RIGHT = {  # what the record of a right answer's run holds: the solutio
         todo1=[("get_current",), ("set", MAX)], todo2=[("get_current",), ("trim",), ("get_current",), ("set", READ)]),
     "member functions, at exactly what an iteration allocates": lambda args: tuned_record(
         args, todo1=[("set", int(args[0]))]),
+    "threshold put back first, then the trim, then a synchronization": recorded(
+        todo2=[("set", READ), ("trim",), ("sync",)]),
+    "trimmed to what is still in use (nothing, after the loop)": recorded(todo2=[("used",), ("trim",), ("set", READ)]),
 }
 
 
@@ -434,10 +478,10 @@ def test_the_record_of_a_right_answer_passes(name, tmp_path, capsys):
                            RECORDED_RIGHT.get(name, recorded()))
     assert said == "", said
     assert "All checks passed." in printed and "WRONG" not in printed, printed
-    assert "recorded over 8 MiB × 3 iterations from threshold 0 and 4 MiB × 4 iterations from threshold 3 MiB" \
+    assert "recorded over 8 MiB × 3 iterations from threshold 0 and 4 MiB × 4 iterations from threshold 1 GiB" \
            in printed
     assert "threshold put back (record): tuned_loop left the default pool's release threshold at the value it read " \
-           "(0 bytes and 3,145,728 bytes (3 MiB)), on both runs" in printed
+           "(0 bytes and 1,073,741,824 bytes (1024 MiB)), on both runs" in printed
 
 
 def restore_if_zero(start):
@@ -467,13 +511,20 @@ RECORDED_WRONG = {  # name: (what its record holds, what its timed run prints)
     "trimmed inside the loop": (
         recorded(todo2=[("set", READ)], loop=lambda it, n, where: [("trim",)] if where == "end" else []), run_lines()),
     "never trimmed": (recorded(todo2=[("set", READ)]), run_lines(reserved_end=64 * MiB)),
+    "trimmed to UINT64_MAX": (recorded(todo2=[("trim", MAX), ("set", READ)]), run_lines(reserved_end=64 * MiB)),
+    "trimmed to what one iteration allocates": (
+        lambda args: tuned_record(args, todo2=[("trim", int(args[0])), ("set", READ)]), run_lines(reserved_end=64 * MiB)),
+    "trimmed to the threshold it found": (recorded(todo2=[("trim", READ), ("set", READ)]), run_lines()),
+    "trimmed to UINT64_MAX, put back and synchronized": (
+        recorded(todo2=[("trim", MAX), ("set", READ), ("sync",)]), run_lines()),
     "a 1-byte threshold": (recorded(todo1=[("set", 1)]), run_lines(kept=0, us=200.0, threshold=1)),
     "another attribute set instead of the threshold": (recorded(todo1=[], todo2=[("trim",)]), SHRINKS),
     "a threshold computed at run time, 1 byte": (recorded(todo1=[("set", 1)]),
                                                  run_lines(kept=0, us=200.0, threshold=1)),
     "a 32 MiB threshold through a helper": (recorded(todo1=[("set", 32 * MiB)]),
                                             run_lines(kept=32 * MiB, us=95.0, threshold=32 * MiB)),
-    "trimmed down to 64 MiB, not to 0": (recorded(), run_lines(reserved_end=64 * MiB)),
+    "trimmed down to 64 MiB, not to 0": (recorded(todo2=[("trim", 64 * MiB), ("set", READ)]),
+                                         run_lines(reserved_end=64 * MiB)),
     "a pool the code creates, trimmed": (
         recorded(todo2=[("create",), ("trim_other",), ("set", READ)]), run_lines(reserved_end=64 * MiB)),
     "the threshold set on a pool from an array, another one": (
@@ -506,12 +557,12 @@ def test_the_record_of_a_threshold_set_in_every_iteration_is_a_note(name, tmp_pa
 
 
 def test_a_literal_put_back_is_found_out_by_the_run_that_starts_elsewhere(tmp_path, capsys):
-    """Restoring 0 is right for the default starting threshold only: the second recorded run, started from 3 MiB,
+    """Restoring 0 is right for the default starting threshold only: the second recorded run, started from 1 GiB,
     is the one that tells. The reading points at the constant, beside the record's finding."""
     edit = ANSWERS_WRONG["the threshold put back to a literal 0"][0]
     said, printed = judged(tmp_path, edit, run_lines(), capsys, recorded(todo2=[("trim",), ("set", 0)]))
     assert said.startswith("1 thing still wrong: threshold put back (record)"), said
-    assert "4 MiB × 4 iterations from threshold 3 MiB" in said
+    assert "4 MiB × 4 iterations from threshold 1 GiB" in said
     assert "the reading of your code says: the release threshold is put back to a constant, 0 bytes (`&zero`)" \
            in printed
 
@@ -570,8 +621,6 @@ def test_canned_a_pool_that_still_shrinks_is_caught_by_its_reserved_memory(tmp_p
     assert "less than the 67,108,864 bytes (64 MiB) each iteration allocates" in half
     empty = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(0, 200.0, threshold=0)))
     assert "it reserved 0 bytes after the synchronization of 100 of 100 iterations" in empty and "speed" in empty
-    kept = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(64 * MiB, 14.0, reserved_end=64 * MiB)))
-    assert "after your trim the pool still reserves 67,108,864 bytes (64 MiB)" in kept
 
 
 def test_canned_a_one_byte_threshold_is_wrong_by_its_results_and_its_value(tmp_path, capsys, canned_sanitizer):
@@ -616,3 +665,25 @@ def test_a_right_answer_in_the_driver_api_passes(name):
     """Live: all checks pass (the record shows the driver's threshold and trim on the default pool). In replay: not
     verified."""
     LAB.passes(name, DRIVER_RIGHT[name])
+
+
+def test_a_trim_that_keeps_memory_is_told_what_it_kept_not_its_argument(tmp_path, capsys):
+    """Trimmed to UINT64_MAX, the threshold put back, then a synchronization: from threshold 0 the synchronization gives
+    the memory back and hides the trim; from 1 GiB nothing does, and the pool's reserved memory right after tuned_loop
+    (read by the harness) is what the trim kept. The finding says that amount, never the argument."""
+    name = "trimmed to UINT64_MAX, put back and synchronized"
+    calls, lines = RECORDED_WRONG[name]
+    said, _ = judged(tmp_path, ANSWERS_WRONG[name][0], lines, capsys, calls)
+    assert said.startswith("1 thing still wrong: trim (record): right after tuned_loop returned, the default pool still "
+                           "reserved 4,194,304 bytes (4 MiB), 4,194,304 bytes (4 MiB) more than the 0 bytes in use (4 MiB "
+                           "× 4 iterations from threshold 1 GiB"), said
+    assert "UINT64_MAX" not in said and str(UINT64_MAX) not in said, said
+
+
+def test_a_record_without_the_harness_readings_after_tuned_loop_is_wrong(tmp_path, capsys):
+    def unread(args):
+        lines = tuned_record(args)
+        last = max(k for k, c in enumerate(lines) if c["call"] == "section" and c["name"] == "yours")
+        return lines[:last] + [c for c in lines[last:] if c.get("attr") not in (5, 7)]
+    said, _ = judged(tmp_path, None, run_lines(), capsys, unread)
+    assert "the record has no reading of the default pool after tuned_loop returned" in said
