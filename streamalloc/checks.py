@@ -8,8 +8,8 @@
     report.sanitize("pipeline.cu", args)         # what compute-sanitizer finds
     report.finish()                              # prints the findings and the verdict
 
-Each finding is marked `ok`, `WRONG`, `note` (the code departs from what the guide advises, e.g. an upload
-into another stream than the launches), `cannot tell` (what the source reading cannot tell: "cannot tell from
+Each finding is marked `ok`, `WRONG`, `note` (harmless and of no use, e.g. a release threshold set again in every
+iteration of a loop), `cannot tell` (what the source reading cannot tell: "cannot tell from
 the source: the run decides"; the run's findings judge it) or `not verified` (with why). The verdict, in
 finish():
 
