@@ -143,3 +143,12 @@ def never_named(report, src: str, needed: dict) -> bool:
         report.wrong(f"{checks.english(group)} {'is' if len(group) == 1 else 'are'} not called (the file never "
                      f"names {'it' if len(group) == 1 else 'them'}): {why}")
     return bool(missing)
+
+
+def stream_words(stream, names=None) -> str:
+    """A recorded stream (calls.Op.stream) in words: its name in `names` ({stream: "s"}), a default stream, or its
+    handle."""
+    if names and stream in names:
+        return names[stream]
+    return {"legacy": "the legacy default stream (0)", "per-thread": "the per-thread default stream"}.get(
+        stream[1], f"stream {stream[1]}")

@@ -17,8 +17,8 @@ solutions/lab6_upload_ahead.ipynb.
 """
 from __future__ import annotations
 
-from .. import calls, checks, cppsource, measure
-from .common import MiB, never_named, shared_gpu, show
+from .. import checks, cppsource, measure
+from .common import MiB, never_named, shared_gpu, show, stream_words
 from .streams import Order, cannot_tell
 
 TITLE = "Lab 6: upload ahead"
@@ -106,20 +106,13 @@ def recorded_upload(report, traced):
         upload, launch = rec.op_of(ahead[-1]), rec.op_of(first)  # the last upload says which stream exec is for
         if upload.stream != launch.stream:
             waits = ", though that launch waits for it" if rec.before(upload, launch) else ""
-            report.wrong(f"upload (record): {with_it}, exec was uploaded into {stream_name(ahead[-1])}, and the timed "
-                         f"loop launches it into {stream_name(first)}{waits}: {SWITCHING} ({FIRST_LAUNCH}). Upload "
-                         "exec into the stream you launch it into")
+            report.wrong(f"upload (record): {with_it}, exec was uploaded into {stream_words(upload.stream)}, and the "
+                         f"timed loop launches it into s{waits}: {SWITCHING} ({FIRST_LAUNCH}). Upload exec into the "
+                         "stream you launch it into")
             return
     seen = f"recorded with {' and with '.join(settings)}"
     report.ok(f"upload (record): the graph timed as yours is uploaded after its instantiation and before its first "
               f"launch, into the stream that launch goes into ({seen})")
-
-
-def stream_name(call) -> str:
-    """The stream a recorded call was made on, in words."""
-    s = call.get("stream", "0x0")
-    return ("the legacy default stream (0)" if s in calls.LEGACY else "the per-thread default stream"
-            if s == calls.PER_THREAD else f"stream {s}")
 
 
 # -- what the run shows ------------------------------------------------------------------------------------------
