@@ -323,9 +323,8 @@ class Calls:
                 self._host_waits(c, self._state(self._stream(c))[1])
             elif self._events.get(self._event(c)) is not None:
                 self._host_waits(c, self._events[self._event(c)]["clock"])
-        elif call == "cudaMemcpy":  # on the legacy stream; the host waits for what came before, and for the copy
-            self._host_waits(c, self._device_clock(c["pid"]))
-            op = self._enqueue(c, (c["pid"], "legacy"))
+        elif call == "cudaMemcpy":  # on the legacy stream (after every blocking stream, not a non-blocking one);
+            op = self._enqueue(c, (c["pid"], "legacy"))  # the host waits for the copy and what it was ordered after
             self._host_waits(c, op.clock)
             self._use(op)
         elif call == "cudaMemset":

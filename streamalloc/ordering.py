@@ -53,7 +53,7 @@ RULES = (
          stream=-1, ptr=0, enqueues="stream"),
     Rule("cudaFreeAsync", {"cudaFreeAsync": ("cuMemFreeAsync",)}, stream=-1, ptr=0, enqueues="stream"),
     Rule("cudaMemcpy", {"cudaMemcpy": ("cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD")}, ptr=0,
-         enqueues="legacy", waits="unless device to device", waits_for="device"),
+         enqueues="legacy", waits="unless device to device", waits_for="stream"),  # the legacy one: not every stream
     Rule("cudaMemcpyAsync", {"cudaMemcpyAsync": ("cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
                                                  "cuMemcpyDtoDAsync")}, stream=-1, ptr=0, enqueues="stream"),
     Rule("cudaMemset", {"cudaMemset": ("cuMemsetD8", "cuMemsetD16", "cuMemsetD32")}, ptr=0, enqueues="legacy"),

@@ -300,3 +300,17 @@ def test_the_check_says_a_forged_record_is_not_verified(tmp_path, capsys):
     report.finish()  # never "All checks passed"
     said = capsys.readouterr().out
     assert "All checks passed" not in said and "not verified here: the order of the GPU's work" in said
+
+
+def test_a_synchronous_copy_waits_for_blocking_streams_only():
+    """cudaMemcpy runs on the legacy default stream, which "synchronizes with all other streams ... except for
+    non-blocking streams" (CUDA Driver API, Stream synchronization behavior): a kernel on a non-blocking stream is not
+    before it, nor before what the host does after it; one on a blocking stream is."""
+    blocking = ("cudaStreamCreate", {"stream": Q, "flags": 0})
+    copy = ("cudaMemcpy", {"dst": "0x9", "src": BUF, "size": 64, "kind": 2})
+    r = run(*streams(P), blocking, kernel("on_p", P, BUF), kernel("on_q", Q, BUF), copy)
+    on_p, on_q, copied = r.ops
+    assert not r.before(on_p, copied) and r.before(on_q, copied)
+    later = run(*streams(P, Q), kernel("on_p", P, BUF), copy, kernel("on_q", Q, BUF))
+    on_p, copied, on_q = later.ops
+    assert not later.before(on_p, on_q), "the copy made the host wait for the legacy stream only"

@@ -233,6 +233,14 @@ ADD(nf, &nc, 1, f);
 #undef ADD
 CHECK(cudaGraphInstantiate(&exec, graph, 0));
 """
+# The graph launched into a stream of the answer's own (TODO 1 makes it, after the solution's capture), and what orders
+# the harness's reading after it: its timing events on s and its copy back of out (a cudaMemcpy, on the legacy stream).
+CAPTURED = ("CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));\n{\n" + CAPTURE +
+            "}\nCHECK(cudaStreamEndCapture(s, &graph));\nCHECK(cudaGraphInstantiate(&exec, graph, 0));\n")
+EVENTS = ("cudaEvent_t ready, done;\nCHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));\n"
+          "CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));\n")
+LAUNCHER = "cudaStream_t launcher;\nCHECK(cudaStreamCreateWithFlags(&launcher, cudaStreamNonBlocking));\n" + EVENTS
+BLOCKING_LAUNCHER = "cudaStream_t launcher;\nCHECK(cudaStreamCreate(&launcher));  // synchronizes with stream 0\n"
 RIGHT_ANSWERS = {
     "captured, instantiated with cudaGraphInstantiateWithParams": {0: (
         "CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));\n{\n" + CAPTURE +
@@ -269,6 +277,14 @@ RIGHT_ANSWERS = {
         2: "CHECK(cudaDeviceGraphMemTrim(dev));  // the launches are done: s was synchronized\n"
            "CHECK(cudaGraphExecDestroy(exec));\nCHECK(cudaGraphDestroy(graph));\nCHECK(cudaDeviceSynchronize());",
         3: ""},
+    # the launch stream, in styles the check was not written against: the record's happens-before order decides
+    "launched on a launcher stream, with events both ways": {0: CAPTURED + LAUNCHER, 1: (
+        "CHECK(cudaEventRecord(ready, s));\nCHECK(cudaStreamWaitEvent(launcher, ready, 0));\n"
+        "CHECK(cudaGraphLaunch(exec, launcher));\nCHECK(cudaEventRecord(done, launcher));\n"
+        "CHECK(cudaStreamWaitEvent(s, done, 0));")},
+    "launched on a launcher stream the host waits for": {0: CAPTURED + LAUNCHER, 1: (
+        "CHECK(cudaGraphLaunch(exec, launcher));\nCHECK(cudaStreamSynchronize(launcher));  // done before we go on")},
+    "launched by a struct's member function, on s": {1: "const GraphOn go{exec, s};\ngo.launch();"},
 }
 ABOVE_MAIN = {  # the swapped names: `s` is the element count here, `n` the stream, `out` the block count
     "a helper whose parameters are named like the caller's other variables": """\
@@ -282,6 +298,14 @@ static void one_iteration(float *blocks, cudaStream_t n, int s, int out, int thr
     CHECK_LAUNCH();
     CHECK(cudaFreeAsync(tmp, n));
 }
+
+""",
+    "launched by a struct's member function, on s": """\
+struct GraphOn {  // an executable graph and the stream it runs in
+    cudaGraphExec_t g;
+    cudaStream_t into;
+    void launch() const { CHECK(cudaGraphLaunch(g, into)); }
+};
 
 """}
 FREE_BEFORE_ACCUMULATE = NODE_API.replace(
@@ -308,6 +332,24 @@ WRONG_ANSWERS = {  # name: ({region: body}, words the live rejection names)
                                                 ["launches (record)"]),
     # live, the runtime refuses the allocation on s while s2 captures in global mode: the program stops there
     "capture begun on another stream than the work": ({0: ON_ANOTHER_STREAM}, ["graph exited with status 1"]),
+    # launched where the harness's timing and copy back do not wait: the record's happens-before order tells
+    "launched on a non-blocking launcher nothing waits for": (
+        {0: CAPTURED + LAUNCHER, 1: "CHECK(cudaGraphLaunch(exec, launcher));"},
+        ["order (record", "a non-blocking stream your code created", "not before the copy back of out"]),
+    "s waits on the launcher's event recorded before the launch": (
+        {0: CAPTURED + LAUNCHER, 1: "CHECK(cudaEventRecord(done, launcher));  // too early: before the launch\n"
+                                    "CHECK(cudaGraphLaunch(exec, launcher));\nCHECK(cudaStreamWaitEvent(s, done, 0));"},
+        ["order (record", "launches are not done before the timing event recorded after them on s"]),
+    "a non-blocking launcher, s waits on an event of the legacy stream": (
+        {0: CAPTURED + LAUNCHER, 1: "CHECK(cudaGraphLaunch(exec, launcher));\n"
+                                    "CHECK(cudaEventRecord(done, 0));  // stream 0 waits for every stream?\n"
+                                    "CHECK(cudaStreamWaitEvent(s, done, 0));"},
+        ["order (record", "a non-blocking stream your code created", "no implicit synchronization with stream 0"]),
+    "a blocking launcher: the copy waits for it, the timing does not": (
+        {0: CAPTURED + BLOCKING_LAUNCHER, 1: "CHECK(cudaGraphLaunch(exec, launcher));"},
+        ["order (record", "a blocking stream your code created", "not done before the timing event"]),
+    "launched on the legacy stream 0": ({1: "CHECK(cudaGraphLaunch(exec, 0));"},
+                                        ["order (record", "the legacy default stream (0)"]),
 }
 
 
@@ -354,15 +396,27 @@ def graph(edges, free=True, alloc=True, produce_arg=TMP):
 CHAIN_EDGES = [("a", "p"), ("p", "c"), ("c", "f")]
 
 
-def record(dump, launches, instantiations_in_loop=0, exec_=EXEC):
-    lines = [("cudaLaunchKernel", {"stream": S, "kernel": "_Z7producePfi", "args": ["0x100", None]}),
-             ("section", {"name": "yours"}), ("cudaGraphInstantiate", {"exec": exec_, "graph": "0xg", "nodes": dump}),
-             ("section", {"name": "loop"})]
+def launch_on(stream, exec_=EXEC):
+    return [("cudaGraphLaunch", {"exec": exec_, "stream": stream})]
+
+
+def record(dump, launches, instantiations_in_loop=0, exec_=EXEC, yours=(), launch=None):
+    """graph.cu's calls as the recorder writes them: s made non-blocking, the harness's timing events, the graph
+    instantiated in your section (after `yours`, lines of your own), the timed loop (each iteration: the start event on
+    s, `launch(i)`'s lines, by default exec launched on s, the stop event on s), s synchronized, the copy back of out."""
+    lines = [("cudaStreamCreate", {"stream": S, "flags": 1}), ("cudaMalloc", {"ptr": OUT, "size": 4096}),
+             ("cudaLaunchKernel", {"stream": S, "kernel": "_Z7producePfi", "args": ["0x100", None]})]
+    lines += [("cudaEventCreate", {"event": hex(0xe000 + k), "flags": 0}) for k in range(2 * launches)]
+    lines += [("section", {"name": "yours"}), *yours,
+              ("cudaGraphInstantiate", {"exec": exec_, "graph": "0xg", "nodes": dump}), ("section", {"name": "loop"})]
     for i in range(launches):
+        lines.append(("cudaEventRecord", {"event": hex(0xe000 + i), "stream": S}))
         if i < instantiations_in_loop:
             lines.append(("cudaGraphInstantiate", {"exec": exec_, "graph": "0xg", "nodes": dump}))
-        lines.append(("cudaGraphLaunch", {"exec": exec_, "stream": S}))
-    lines.append(("section", {"name": ""}))
+        lines += launch(i) if launch else launch_on(S, exec_)
+        lines.append(("cudaEventRecord", {"event": hex(0xe000 + launches + i), "stream": S}))
+    lines += [("section", {"name": ""}), ("cudaStreamSynchronize", {"stream": S}),
+              ("cudaMemcpy", {"dst": "0x55000", "src": OUT, "size": 4096, "kind": 2})]
     out = [{"seq": i, "t": i, "pid": 1, "tid": 1, "call": c, "ret": 0, **f} for i, (c, f) in enumerate(lines)]
     return calls.Calls(calls.parse("\n".join(json.dumps(x) for x in out)))
 
@@ -432,3 +486,70 @@ def test_canned_memory_left_after_the_trim_is_caught(tmp_path, capsys, canned_sa
     assert "at the end the graph allocator still reserves 16.0 MiB" in left
     nothing = verdict_of(labchecks.lab4, LAB.canned(tmp_path, lab4_run(launched_reserved=0, free_nodes=0)))
     assert "the graph allocator reserves nothing" in nothing
+
+
+# -- the order around the launches, on records written by hand: each answer above that launches elsewhere than s ------
+L = "0x5e"  # the answer's launcher stream
+
+
+def made(flags):
+    return [("cudaStreamCreate", {"stream": L, "flags": flags})]
+
+
+def wait(stream, event):
+    return ("cudaStreamWaitEvent", {"stream": stream, "event": event})
+
+
+def mark(event, stream):
+    return ("cudaEventRecord", {"event": event, "stream": stream})
+
+
+ORDER_RECORDS = {  # name (of RIGHT_ANSWERS or WRONG_ANSWERS): (your lines before the loop, one iteration's launch)
+    "launched on a launcher stream, with events both ways": (
+        made(1), lambda i: [mark("0xr", S), wait(L, "0xr"), *launch_on(L), mark("0xd", L), wait(S, "0xd")]),
+    "launched on a launcher stream the host waits for": (
+        made(1), lambda i: [*launch_on(L), ("cudaStreamSynchronize", {"stream": L})]),
+    "launched by a struct's member function, on s": ((), lambda i: launch_on(S)),
+    "launched on a non-blocking launcher nothing waits for": (made(1), lambda i: launch_on(L)),
+    "s waits on the launcher's event recorded before the launch": (
+        made(1), lambda i: [mark("0xd", L), *launch_on(L), wait(S, "0xd")]),
+    "a non-blocking launcher, s waits on an event of the legacy stream": (
+        made(1), lambda i: [*launch_on(L), mark("0xd", "0x0"), wait(S, "0xd")]),
+    "a blocking launcher: the copy waits for it, the timing does not": (made(0), lambda i: launch_on(L)),
+    "launched on the legacy stream 0": ((), lambda i: launch_on("0x0")),
+}
+
+
+def ordered(name):
+    yours, launch = ORDER_RECORDS[name]
+    return judged(lambda k: record(graph(CHAIN_EDGES), k, yours=yours, launch=launch))
+
+
+@pytest.mark.parametrize("name", [n for n in ORDER_RECORDS if n in RIGHT_ANSWERS])
+def test_record_a_launch_the_harness_waits_for_passes_wherever_it_goes(name):
+    report = ordered(name)
+    assert not report.failed, str(report)
+    assert "each launch is done before the timing event recorded after it on s, and all of them before the copy " \
+           "back of out" in str(report)
+
+
+@pytest.mark.parametrize("name", [n for n in ORDER_RECORDS if n in WRONG_ANSWERS])
+def test_record_a_launch_the_harness_does_not_wait_for_is_named(name):
+    report = ordered(name)
+    assert report.failed, str(report)
+    for w in WRONG_ANSWERS[name][1]:
+        assert w in str(report), f"{w!r} not in {report}"
+
+
+def test_record_the_unwaited_launch_stream_is_named_with_what_it_misses():
+    said = str(ordered("launched on a non-blocking launcher nothing waits for"))
+    assert "order (record, 3 launches of 4,096 elements): the graph is launched into stream 0x5e, a non-blocking " \
+           "stream your code created, which the harness's reading of its work does not wait for: 3 of 3 launches " \
+           "are not done before the timing event recorded after them on s and 3 of 3 not before the copy back of " \
+           "out" in said, said
+    blocking = str(ordered("a blocking launcher: the copy waits for it, the timing does not"))
+    assert "3 of 3 launches are not done before the timing event" in blocking and "copy back of out (" not in blocking
+
+
+def test_every_order_record_is_an_answer_of_this_file():
+    assert set(ORDER_RECORDS) <= set(RIGHT_ANSWERS) | set(WRONG_ANSWERS)

@@ -8,7 +8,10 @@ accessing graph memory are ordered after the allocation node [and] before the op
 whether the graph was captured or built node by node, and however it was instantiated. No timing can show a free
 that does not wait inside a graph (the graph keeps its memory mapped), so the edges decide, and compute-sanitizer,
 which §16.4.2 names for accesses outside an allocation's lifetime, runs the program too. The record is made with two
-argument sets (elements, launches), so a loop right only for the default count is found out.
+argument sets (elements, launches), so a loop right only for the default count is found out. It also decides the
+order around the launches: each launch done before the harness's timing event recorded after it on s, and every one
+before the copy back of out, in the record's happens-before order (streams, events, host waits, the legacy stream),
+whichever stream the graph is launched into.
 
 The fields graph.cu prints are declared in the comment block at the top of its source, in
 solutions/lab4_capture_graph.ipynb.
@@ -16,7 +19,7 @@ solutions/lab4_capture_graph.ipynb.
 from __future__ import annotations
 
 from .. import calls, checks, cppsource, measure, sanitizer
-from .common import MiB, SYNCS, never_named, show
+from .common import MiB, SYNCS, never_named, show, stream_words
 from .streams import Order, cannot_tell
 
 TITLE = "Lab 4: capture it"
@@ -37,6 +40,8 @@ NODES = ("cudaGraphAddMemAllocNode", "cudaGraphAddMemFreeNode", "cudaGraphAddNod
 SANITIZER_ARGS = [1 << 16, 3, 3]  # small and short: the sanitizer slows every access down
 SANITIZER = [*sanitizer.STREAM_ORDER_RACES, "--print-limit", "10", "--error-exitcode", "99"]
 LIFETIME = "Guide §16.3 API Fundamentals: accesses ordered after the allocation node, before the free"
+NON_BLOCKING = ("CUDA Runtime API, cudaStreamCreateWithFlags: a cudaStreamNonBlocking stream \"should perform no implicit "
+                "synchronization with stream 0\"")
 KERNELS = ("produce", "accumulate")
 
 
@@ -99,6 +104,8 @@ def recorded_graph(report, traced):
                          f"{len(in_loop)} times: instantiating is the expensive step a graph is built to pay once; "
                          "instantiate once before the loop (TODO 1) and launch the same exec in it (TODO 2)")
             return
+        if not read_after_the_launches(report, rec, launched, settings[-1]):
+            return
         execs = list(dict.fromkeys(c["exec"] for c in launched))
         for exec_ in execs:
             dump = rec.graphs.get(exec_)
@@ -112,9 +119,61 @@ def recorded_graph(report, traced):
             shapes.add(shape)
     seen = f"recorded with {' and with '.join(settings)}"
     report.ok(f"launches (record): the timed loop launched the instantiated graph once per iteration, as many times "
-              f"as asked, without instantiating it again ({seen})")
+              f"as asked, without instantiating it again; each launch is done before the timing event recorded after "
+              f"it on s, and all of them before the copy back of out ({seen})")
     report.ok(f"the graph's own edges (record): {'; '.join(sorted(shapes))}: produce and accumulate use tmp only "
               f"after its allocation node, and its free node comes after both ({seen}; {LIFETIME})")
+
+
+def read_after_the_launches(report, rec, launched, setting: str) -> bool:
+    """The harness reads the launches' work twice: the timing event it records on s after each launch (events it
+    created itself, outside your sections), and the copy back of out (the first cudaMemcpy after the loop). Each must
+    come after the launches in the record's happens-before order, whatever stream they went into. False (and WRONG,
+    naming the launch stream nothing waits for) where one does not."""
+    index = {id(c): k for k, c in enumerate(rec.lines)}
+    timing = {c["event"] for c in rec.named("cudaEventCreate", "") if c["ret"] == 0}
+    stops = [c for c in rec.named("cudaEventRecord", LOOP) if c["ret"] == 0 and c["event"] in timing]
+    end = max(index[id(c)] for c in launched)
+    copy = next((c for c in rec.lines[end:] if c["call"] == "cudaMemcpy" and c["in"] == ""), None)
+    if not stops or copy is None:
+        report.wrong(f"the record ({setting}) has no {'timing event recorded in the loop' if not stops else 'copy back'}"
+                     " by the harness: put the given harness back as it was")
+        return False
+    s = rec.op_of(stops[0]).stream  # the harness's stream
+    untimed, unread = [], []
+    for launch in launched:
+        op = rec.op_of(launch)
+        stop = next((c for c in stops if index[id(c)] > index[id(launch)]), None)
+        if stop is None or not rec.before(op, rec.op_of(stop)):
+            untimed.append(op)
+        if not rec.before(op, rec.op_of(copy)):
+            unread.append(op)
+    if not untimed and not unread:
+        return True
+    where = [launch_stream(rec, w, s) for w in dict.fromkeys(op.stream for op in untimed + unread)]
+    late = ([f"{len(untimed)} of {len(launched)} launches are not done before the timing event recorded after them on "
+             "s"] if untimed else []) + ([f"{len(unread)} of {len(launched)} not before the copy back of out "
+                                          "(cudaMemcpy, on the legacy default stream)"] if unread else [])
+    so = " and ".join((["the timing then measures no launch"] if untimed else [])
+                      + (["the copy may read out before the graph wrote it"] if unread else []))
+    report.wrong(f"order (record, {setting}): the graph is launched into {checks.english(w for w, _ in where)}, which "
+                 f"the harness's reading of its work does not wait for: {' and '.join(late)}. {so.capitalize()}. "
+                 "Launch exec into s (TODO 2), or make "
+                 "s wait for each launch: cudaEventRecord on the launch's stream after it, then "
+                 "cudaStreamWaitEvent(s, that event)" + (f" ({NON_BLOCKING})" if any(n for _, n in where) else ""))
+    return False
+
+
+def launch_stream(rec, stream, s) -> tuple[str, bool]:
+    """A stream the graph was launched into, in words with how it was made, and whether it is non-blocking."""
+    made = next((c for c in rec.named("cudaStreamCreate") if c["ret"] == 0 and (c["pid"], c["stream"]) == stream),
+                None)
+    words = stream_words(stream, {s: "s"})
+    if made is None:
+        return words, False
+    non_blocking = bool(made.get("flags", 0) & calls.NON_BLOCKING)
+    return (f"{words}, a {'non-blocking' if non_blocking else 'blocking'} stream "
+            f"{'your code' if made['in'] else 'the harness'} created", non_blocking)
 
 
 def graph_shape(report, g, rec, setting: str) -> str | None:
