@@ -382,6 +382,8 @@ WRONG_ANSWERS = {  # name: (the TODO's body, words the live rejection names)
                                           ["exec was uploaded into the legacy default stream (0)", SWITCHING]),
     "instantiated with the upload flag into s2": (instantiated_with_upload("s2"),
                                                   ["upload (record)", "exec was uploaded into stream", SWITCHING]),
+    "instantiated with the upload flag into stream 0": (instantiated_with_upload("0"),
+                                                       ["exec was uploaded into the legacy default stream (0)", SWITCHING]),
     "uploaded into s, then again into s2": ("CHECK(cudaGraphUpload(exec, s));\nCHECK(cudaGraphUpload(exec, s2));",
                                             ["exec was uploaded into stream", SWITCHING]),
     "a warm-up launch instead": ("CHECK(cudaGraphLaunch(exec, s));", ["the graph is not uploaded", "one launch too many"]),

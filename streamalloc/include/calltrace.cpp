@@ -727,7 +727,7 @@ cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *exec, cudaGraph_t g,
     REAL(cudaGraphInstantiateWithParams, cudaGraphExec_t *, cudaGraph_t, cudaGraphInstantiateParams *);
     cudaError_t r = fn(exec, g, p);
     instantiated("cudaGraphInstantiate", r, exec, g);
-    if (!r && p && p->uploadStream && (p->flags & cudaGraphInstantiateFlagUpload))
+    if (!r && p && (p->flags & cudaGraphInstantiateFlagUpload))
         Line("cudaGraphUpload", r).hex("exec", *exec).hex("stream", p->uploadStream);
     return r;
 }
@@ -933,7 +933,7 @@ DRIVER("cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags, (CUgraphExec 
 DRIVER_PT("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams, _ptsz,
           (CUgraphExec *exec, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p), (exec, g, p),
           DL("cudaGraphInstantiate").hex("exec", r ? nullptr : *exec).hex("graph", g).raw("nodes", graph_json((cudaGraph_t)g));
-          if (!r && p && p->hUploadStream && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+          if (!r && p && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
               DL("cudaGraphUpload").hex("exec", *exec).hex("stream", p->hUploadStream))
 DRIVER_PT("cuGraphLaunch", cuGraphLaunch, _ptsz, (CUgraphExec exec, CUstream s), (exec, s),
           DL("cudaGraphLaunch").hex("exec", exec).hex("stream", site.stream(s)))
