@@ -51,6 +51,7 @@ class Result:
     data: object = None  # what a Python measurement returned
     note: str = ""  # why a live lesson shows a replay here (a package it needs is missing), or ""
     call_record: str | None = None  # run(trace=True): the recorder's lines (streamalloc.calls), never the stdout
+    killed: list = dataclasses.field(default_factory=list)  # processes it left running, killed when it ended (live)
 
     @property
     def calls(self):
@@ -245,7 +246,9 @@ class Lesson:
             if record:
                 shutil.rmtree(record.parent, ignore_errors=True)
         result = Result(name, args, done.stdout, done.stderr, done.seconds, False, self.label,
-                        call_record=call_record)
+                        call_record=call_record, killed=done.killed)
+        if done.killed:  # a daemon, or a child it never waited for: worth knowing, not an error
+            print(f"{path.name}: {cuda.left_running(done.killed)}")
         measure.parse(done.stdout)  # a malformed JSON line is an error before it is recorded
         if replay.recording():
             run = {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds, "gpus": self.gpus_here}

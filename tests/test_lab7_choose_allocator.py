@@ -18,6 +18,7 @@ import contextlib
 import io
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -512,6 +513,22 @@ def test_the_check_refuses_a_wrong_choice_with_the_reason(name, tmp_path):
     assert "Traceback" not in str(e.value) + printed.getvalue()
     assert name not in NO_RUN or not lesson.keys, lesson.keys
     assert checks.Report.finish is FINISH, "choice.py replaced Report.finish in the check's process"
+
+
+def test_a_choice_py_that_leaves_a_daemon_is_read_in_time_and_the_daemon_ends_with_it(tmp_path):
+    """choice.py runs as lesson.run runs a Python program (streamalloc/launcher.py): a daemon it leaves (setsid, its
+    stdout held) is killed when choice.py ends, and the check reads the settings as it would without it."""
+    pid_file = tmp_path / "daemon.pid"
+    daemon = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))"
+              "\n    time.sleep(600)\n    os._exit(0)\n")
+    lesson = replays(tmp_path, daemon + simple(), {})
+    report = checks.Report(lab7.TITLE, lesson)
+    t0 = time.perf_counter()
+    found = lab7.read_choice(report, lesson)
+    assert time.perf_counter() - t0 < 10 and not report.failed, str(report)
+    assert found and found["threshold"] == 448 * MiB, found
+    assert not Path(f"/proc/{pid_file.read_text()}").exists() or " Z " in Path(
+        f"/proc/{pid_file.read_text()}/stat").read_text(), "the daemon choice.py left still runs"
 
 
 # (the choice its choice.py means, what its replay holds after a step, its growths once warm, µs a step, what the cold
