@@ -310,7 +310,10 @@ class Report:
         found = sanitizer.parse(res.data)  # its report file and exit status: nothing the program prints
         how = f"{found.command}; {res.label}"
         flagged = found.found_errors(sanitizer.error_exitcode(tool_args))
-        if flagged is None:
+        forged = found.not_its_own(sanitizer.error_exitcode(tool_args))
+        if forged:
+            self.unverified(what, f"{forged} ({how}). Its last lines:\n{found.tail()}")
+        elif flagged is None:
             self.unverified(what, f"compute-sanitizer wrote no error summary in its report (exit status "
                                   f"{found.returncode}); its last lines:\n{found.tail()}")
         elif not flagged:

@@ -512,5 +512,5 @@ def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, c
             how = f"exited with status {proc.returncode}"
         left = f" ({left_running(killed)})" if killed else ""
         raise ProgramFailed(f"{name} {how}{left}.{_hint(stderr)}\nIts stderr:\n{_tail(stderr)}", proc.returncode,
-                            stdout, stderr)
+                            stdout, stderr, killed)
     return Completed(argv[1:], stdout, stderr, proc.returncode, seconds, killed)

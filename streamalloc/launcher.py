@@ -126,7 +126,8 @@ def main(argv: list[str]) -> None:
     if status is None:
         sys.exit(127 if "errno" in report else 128 + signal.SIGTERM)
     if os.WIFSIGNALED(status):  # end as the program ended, so that the caller sees its signal
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        if os.WTERMSIG(status) not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
