@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import calls, cuda, gpu, measure, replay
+from . import calls, cuda, gpu, measure, replay, verdict
 from .course import build_folder, build_root, notebook_file, programs_folder, written_programs
 from .errors import (BuildFailed, CompileError, CourseError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound,
                      RecordingError)
@@ -301,13 +301,15 @@ class Lesson:
         if self.live and self.gpus_here >= gpus:
             return self.here
         sets = self._sets_with(gpus)
-        note = os.environ.get("STREAMALLOC_NOT_MEASURED")
-        if note and not sets:  # the runner, where it ran this notebook, says "not measured: needs N GPUs"
-            Path(note).write_text(f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a "
-                                  "recording\n")
-        elif note and self.live:  # live, but too few GPUs: the runner says the row was replayed, not run live
-            Path(note).write_text(f"{replay.REPLAYED_HERE}needs {gpus} GPUs, this machine has {self.gpus_here}: the numbers are "
-                                  f"the recording's ({label(replay.machine(sets[0], self.name), False)})\n")
+        # a note to the runner, shown as data (streamalloc.verdict): its row says "not measured: needs N GPUs", or
+        # that it was replayed, not run live
+        if not sets:
+            why = f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a recording"
+            verdict.show(verdict.Verdict(verdict.NOT_MEASURED, why, f"Not measured here: {why}."))
+        elif self.live:  # live, but too few GPUs
+            why = (f"needs {gpus} GPUs, this machine has {self.gpus_here}: the numbers are the recording's "
+                   f"({label(replay.machine(sets[0], self.name), False)})")
+            verdict.show(verdict.Verdict(verdict.REPLAYED, why, f"{verdict.REPLAYED_HERE.capitalize()}{why}."))
         return replay.machine(sets[0], self.name) if sets else None
 
     def _replayed_with(self, gpus: int, name, key_source, args) -> Result:
