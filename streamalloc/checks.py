@@ -394,6 +394,6 @@ class Report:
         nvcc = any(isinstance(f.cause, NvccNotFound) for f in unverified)
         said = (f"not verified {'here' if live else 'without a GPU'}: {whats}."
                 + (f"\nWith a note: {notes}" if notes else ""))
-        verdict.show(verdict.Verdict(verdict.UNVERIFIED, said.split("\n")[0], f"\nPassed what could be checked here; "
+        verdict.show(verdict.Verdict(verdict.UNVERIFIED, said.replace("\n", " "), f"\nPassed what could be checked here; "
                                      + said + (f"\n{NVCC_HELP}" if nvcc else "")
                                      + ("" if live else "\nRun this lab on a GPU (live mode) for the rest of the check.")))

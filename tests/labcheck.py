@@ -88,9 +88,34 @@ def in_function(text: str, function: str, old: str, new: str) -> str:
 SHOWN: list = []  # the verdicts shown in this test, in order (tests/conftest.py's shown_verdicts)
 
 
+_LAST = object()
+
+
 def last_word() -> str | None:
     """The word of the last verdict a check showed in this test (streamalloc.verdict), or None if none did."""
     return SHOWN[-1].word if SHOWN else None
+
+
+def _verdict(v):
+    return (SHOWN[-1] if SHOWN else None) if v is _LAST else v
+
+
+def all_passed(v=_LAST) -> bool:
+    """Solved, with no note (the prose: "All checks passed."): of a Verdict, by default the last one shown."""
+    v = _verdict(v)
+    return v is not None and v.word == SOLVED and not v.finding
+
+
+def noted(text: str = "", v=_LAST) -> bool:
+    """Solved with a note (the prose: "Passed, with a note: ..."), the note starting with `text`."""
+    v = _verdict(v)
+    return v is not None and v.word == SOLVED and bool(v.finding) and v.finding.startswith(text)
+
+
+def unverified(text: str = "", v=_LAST) -> bool:
+    """Not verified, with `text` in what was not (the prose: "Passed what could be checked here; not verified ...")."""
+    v = _verdict(v)
+    return v is not None and v.word == UNVERIFIED and text in v.finding
 
 
 @dataclasses.dataclass
@@ -152,7 +177,7 @@ class Lab:
         if LIVE or case == "solution":  # live everything runs; in replay the recorded solution does
             assert passed(check), check.printed
         else:  # another answer's run has no recording: what only a run shows is said to be not verified
-            assert check.word == UNVERIFIED and "without a GPU" in check.verdict.finding, check.printed
+            assert unverified("not verified without a GPU:", check.verdict), check.printed
         return check
 
     def wrong(self, case: str, edit, *words: str) -> Check:
@@ -161,7 +186,7 @@ class Lab:
         if LIVE:
             return self.rejected(case, edit, *words, built=True)
         check = self.check(case, edit)
-        assert check.word != SOLVED, check.printed
+        assert not all_passed(check.verdict), check.printed
         assert "does not compile" not in check.printed, f"{case}: a wrong answer of these tests must compile"
         return check
 
@@ -191,9 +216,9 @@ def timing_unverified_on_shared_gpu(check: Check) -> bool:
 
 
 def passed(check: Check) -> bool:
-    """A right answer's verdict: solved; live on a shared GPU, also every check passed but the timing, which the
-    check left unverified because the GPU was shared."""
-    return check.word == SOLVED or (LIVE and timing_unverified_on_shared_gpu(check))
+    """A right answer's verdict: all checks passed; live on a shared GPU, also every check passed but the timing,
+    which the check left unverified because the GPU was shared."""
+    return all_passed(check.verdict) or (LIVE and timing_unverified_on_shared_gpu(check))
 
 
 def unsolved(path: Path) -> str | None:

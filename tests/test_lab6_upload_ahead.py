@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from labcheck import LIVE, Lab, in_function, live_only, passed, regions
+from labcheck import LIVE, Lab, all_passed, in_function, live_only, noted, passed, regions, unverified
 from notebook import StandIn
 
 from streamalloc import checks, labchecks
@@ -51,11 +51,11 @@ def test_upload_into_another_stream_then_an_event_is_judged_by_its_timing():
     if check.ename:
         assert LIVE and check.ename == "LabIncomplete" and "the first launch is still slow" in check.evalue, check.evalue
     elif LIVE:  # passed, with its note (never "All checks passed" where checks.py has that verdict)
-        assert "Passed, with a note" in check.printed or "Passed, with a note" not in inspect.getsource(
+        assert noted(v=check.verdict) or "Passed, with a note" not in inspect.getsource(
             checks.Report.finish), check.printed
     else:  # its run cannot be replayed: passed only what the reading could check
-        assert "All checks passed" not in check.printed, check.printed
-        assert "Passed what could be checked here; not verified without a GPU: " in check.printed, check.printed
+        assert not all_passed(check.verdict), check.printed
+        assert unverified("not verified without a GPU: ", check.verdict), check.printed
 
 
 # -- the run-time half, on canned output ----------------------------------------------------------------------
@@ -102,7 +102,7 @@ def verdict(tmp_path, edit=None, **kw):
 def test_canned_solution_passes(tmp_path, capsys):
     assert verdict(tmp_path) == ""
     out = capsys.readouterr().out
-    assert "All checks passed" in out and "upload (record)" in out
+    assert all_passed() and "upload (record)" in out
     assert out.index("result of your graph") < out.index("uploaded ahead") < out.index("the timing:") \
         < out.index("upload (record)")  # the run's findings first, the record's after
     assert "uploaded ahead: before the first timed launch the graph allocator already reserved 64.0 MiB" in out
@@ -195,7 +195,7 @@ def test_an_upload_into_another_stream_is_a_note_even_when_its_timing_passes(tmp
     assert any("cudaGraphUpload uploads into" in t and "likely resulting in remap operations" in t for t in notes)
     out = capsys.readouterr().out
     if "Passed, with a note" in inspect.getsource(checks.Report.finish):  # the verdict that a note gives
-        assert "All checks passed" not in out and "Passed, with a note" in out, out
+        assert not all_passed() and noted(), out
 
 
 def test_a_stream_the_reading_cannot_follow_is_never_ok(tmp_path, capsys):
@@ -225,7 +225,7 @@ def test_a_right_answer_written_differently_passes(tmp_path, capsys, case):
     edit = lambda cu: regions(cu, [RIGHT[case]]).replace("int main(", HELPER, 1)  # noqa: E731
     assert verdict(tmp_path, edit) == ""
     out = capsys.readouterr().out
-    assert "All checks passed" in out and "note" not in out, out
+    assert all_passed() and "note" not in out, out
     assert "upload (record)" in out
 
 
@@ -377,16 +377,16 @@ def test_a_right_answer_in_another_style_is_never_rejected(name):
     check = LAB.check(name, answer(name, RIGHT_ANSWERS[name]))
     assert check.ename is None, f"{name}: {check.ename}: {check.evalue}\n{check.printed}"
     if LIVE:
-        assert passed(check.printed) or "Passed, with a note" in check.printed, check.printed
+        assert passed(check) or noted(v=check.verdict), check.printed
     else:
-        assert "Passed what could be checked here; not verified without a GPU:" in check.printed, check.printed
+        assert unverified("not verified without a GPU:", check.verdict), check.printed
 
 
 @pytest.mark.parametrize("name", WRONG_ANSWERS)
 def test_a_wrong_answer_never_passes_in_replay(name):
     check = LAB.check(name, answer(name, WRONG_ANSWERS[name][0]))
     assert "does not compile" not in check.evalue, check.evalue
-    assert "All checks passed" not in check.printed, check.printed
+    assert not all_passed(check.verdict), check.printed
 
 
 @live_only

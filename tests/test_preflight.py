@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from streamalloc import lesson as lesson_mod
-from streamalloc import preflight, replay, runner, verdict
+from streamalloc import preflight, runner, verdict
 
 LABEL = "NVIDIA H100 80GB HBM3, replayed from a recording of 2026-11-22"
 NOTEBOOKS = ["notebooks/01_sync_vs_async.ipynb", "notebooks/03_pools.ipynb", "labs/lab1_stream_ordered.ipynb"]

@@ -192,6 +192,24 @@ def test_the_instructor_page_reads_every_copy(tmp_path):
     assert summaries.summaries(tmp_path) == {"alice": "| x | replay | passed |", "bob": ""}
 
 
+def test_the_instructor_page_names_each_learners_labs_by_the_word_the_runner_read_as_data(tmp_path):
+    """The words come from summary.json's rows (the runner's verdict, read as data), never from a sentence; a row whose
+    word is not a verdict is left out."""
+    pytest.importorskip("jupyterhub", reason="make hub-test installs it (workshop/requirements-hub.txt)")
+    import summaries
+
+    build = tmp_path / "alice" / "stream-ordered-allocator" / "build"
+    build.mkdir(parents=True)
+    rows = [{"notebook": "labs/lab1_stream_ordered.ipynb", "result": "passed", "lab": "solved"},
+            {"notebook": "labs/lab3_fix_the_race.ipynb", "result": "passed", "lab": "in progress"},
+            {"notebook": "labs/lab2_tune_pool.ipynb", "result": "passed", "lab": "All checks passed."},
+            {"notebook": "notebooks/01_sync_vs_async.ipynb", "result": "passed"}]
+    (build / "summary.json").write_text(json.dumps(rows))
+    (tmp_path / "bob" / "stream-ordered-allocator").mkdir(parents=True)
+    assert summaries.labs(tmp_path) == {"alice": {"solved": ["labs/lab1_stream_ordered.ipynb"],
+                                                  "in progress": ["labs/lab3_fix_the_race.ipynb"]}, "bob": {}}
+
+
 def test_the_cluster_values_give_a_gpu_the_course_and_culling():
     text = (WORKSHOP / "z2jh-values.yaml").read_text()
     values = yaml.safe_load(text)

@@ -6,6 +6,7 @@ they are needs nothing from the learners and no folder they could all write to. 
 access:services!service=summaries get in: in JupyterHub 5 the admin role has it, a learner's role does not.
 """
 import html
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,7 +17,9 @@ from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the course this page comes with
 from spawn_hook import COURSE_DIR  # noqa: E402
+from streamalloc import verdict  # noqa: E402
 
 
 def summaries(homes: Path) -> dict[str, str]:
@@ -28,13 +31,30 @@ def summaries(homes: Path) -> dict[str, str]:
     return found
 
 
+def labs(homes: Path) -> dict[str, dict]:
+    """{learner: {word: [lab, ...]}}: each learner's edited labs by their check's verdict, the word the runner read as
+    data (streamalloc.verdict) into build/summary.json; {} where there is none yet."""
+    found = {}
+    for copy in sorted(homes.glob(f"*/{COURSE_DIR}")):
+        try:
+            rows = json.loads((copy / "build" / "summary.json").read_text())
+        except (OSError, ValueError):
+            rows = []
+        found[copy.parent.name] = verdict.of_rows(rows if isinstance(rows, list) else [])
+    return found
+
+
 class Summaries(HubOAuthenticated, web.RequestHandler):
     @web.authenticated
     def get(self):
-        found = summaries(Path(os.environ.get("WORKSHOP_HOMES", "/home")))
+        homes = Path(os.environ.get("WORKSHOP_HOMES", "/home"))
+        found, words = summaries(homes), labs(homes)
         parts = [f"<h1>The room: {len(found)} learner{'s' if len(found) != 1 else ''}</h1>"]
         for name, md in found.items():
             parts.append(f"<h2 id='{html.escape(name)}'>{html.escape(name)}</h2>")
+            said = "; ".join(f"{w}: {', '.join(Path(nb).stem for nb in nbs)}" for w, nbs in words.get(name, {}).items())
+            if said:
+                parts.append(f"<p>Labs: {html.escape(said)}</p>")
             parts.append(f"<pre>{html.escape(md)}</pre>" if md else "<p>No summary yet: nothing run with "
                          "<code>python -m streamalloc run</code> (or <code>make course</code>) in this copy.</p>")
         self.set_header("Content-Type", "text/html; charset=utf-8")
