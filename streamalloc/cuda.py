@@ -432,9 +432,12 @@ def left_running(killed: list) -> str:
 def _launched(argv: list, cwd, env):
     """The program started under the course's launcher (launcher.py), in a process group of its own; and the pipe on
     which the launcher reports (after the program: read it once stdout and stderr are closed), as a file."""
+    env = dict(os.environ if env is None else env)
+    preload = env.pop("LD_PRELOAD", None)  # the program's (the call recorder): not loaded into the launcher itself
     mine, theirs = os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), str(theirs), *argv],
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), str(theirs),
+                                 *(["--preload", preload] if preload else []), *argv],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd=cwd, env=env, start_new_session=True, pass_fds=(theirs,))
     except BaseException:

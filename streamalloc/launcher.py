@@ -1,6 +1,6 @@
 """The launcher every program of the course runs under (streamalloc.cuda.run starts it):
 
-    python -I -S launcher.py REPORT_FD PROGRAM [ARGS...]
+    python -I -S launcher.py REPORT_FD [--preload LD_PRELOAD] PROGRAM [ARGS...]
 
 It makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER, Linux 3.4+): a process the program starts that
 outlives its parent, one that called setsid (a daemon, out of the program's process group) included, becomes the
@@ -11,6 +11,7 @@ stdout open (the caller would wait on it past any timeout) or runs on behind the
 (or {"errno": n} where the program could not be started), and exits as the program did (its status, or its signal).
 
 Run as a script with the standard library alone (no site, no course package), so that it starts in milliseconds.
+`--preload` is the program's LD_PRELOAD (the course's call recorder), given to the program alone.
 """
 import ctypes
 import json
@@ -100,7 +101,9 @@ def end_all(spare: int = 0) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    fd, program = int(argv[1]), argv[2:]
+    fd, program, env = int(argv[1]), argv[2:], dict(os.environ)
+    if program[:1] == ["--preload"]:
+        env["LD_PRELOAD"], program = program[1], program[2:]
     os.set_inheritable(fd, False)
     signal.signal(signal.SIGTERM, _stop)
     try:
@@ -111,7 +114,7 @@ def main(argv: list[str]) -> None:
     try:
         try:
             # as subprocess starts a program: SIGPIPE and SIGXFSZ back to their defaults (Python ignores them)
-            pid = os.posix_spawnp(program[0], program, os.environ, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+            pid = os.posix_spawnp(program[0], program, env, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
         except OSError as e:
             report["errno"] = e.errno
         else:

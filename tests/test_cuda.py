@@ -1,4 +1,5 @@
 """Building and running programs, and every way that can go wrong, with host-only programs nvcc builds here."""
+import os
 import sys
 import time
 from pathlib import Path
@@ -335,3 +336,12 @@ def test_a_program_that_leaves_nothing_behind_runs_as_before(tmp_path):
         cuda.run(sys.executable, [path], timeout=20)
     with pytest.raises(FileNotFoundError):
         cuda.run(tmp_path / "no-such-program", timeout=20)
+
+
+def test_the_programs_ld_preload_reaches_it_and_not_the_launcher(tmp_path):
+    """The call recorder is preloaded into the program alone: the launcher above it runs without it."""
+    path = tmp_path / "env.py"
+    path.write_text("import os\nlauncher = open(f'/proc/{os.getppid()}/environ', 'rb').read().split(b'\\0')\n"
+                    "print(os.environ.get('LD_PRELOAD'), any(v.startswith(b'LD_PRELOAD=') for v in launcher))\n")
+    done = cuda.run(sys.executable, [path], timeout=20, env={**os.environ, "LD_PRELOAD": "libnothing-here.so"})
+    assert done.stdout.split() == ["libnothing-here.so", "False"], done
