@@ -1,4 +1,4 @@
-"""What a program did with the CUDA runtime: the record of its calls, and the order they put its GPU work in.
+"""What a program did with CUDA: the record of its calls (runtime and driver), and the order they put its GPU work in.
 
     res = lesson.run("race.cu", args, trace=True)     # built with -cudart shared, run with the recorder preloaded
     rec = res.calls                                   # a Calls (None where nothing could be recorded)
@@ -7,8 +7,10 @@
     rec.before(a, b)                                  # is operation a done before operation b starts?
     rec.launches("consume"), rec.named("cudaFreeAsync")
 
-The recorder (include/calltrace.cpp) writes one JSON object per runtime call to a file the course names (never the
-program's stdout). From it this module builds the happens-before order of the GPU's work, as the CUDA Programming
+The recorder (include/calltrace.cpp) writes one JSON object per CUDA call, runtime or driver (a driver call under its
+runtime twin's name, streamalloc/ordering.py), to a file the course creates (never the program's stdout). Live, each
+line carries a tag keyed by a secret of the run that the program is never handed, and each process's lines are
+numbered without a gap up to its "end": `read` finds a line the recorder did not write, or one taken out (`forged`). From it this module builds the happens-before order of the GPU's work, as the CUDA Programming
 Guide defines it (§15.3 API Fundamentals; the runtime API's stream and event semantics): work on one stream runs in
 the order it was enqueued; cudaStreamWaitEvent orders a stream after the event's most recent record made before the
 wait was called; a host wait (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, a cudaEventQuery
@@ -25,21 +27,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import secrets
+import shutil
+import struct
+import tempfile
 from pathlib import Path
 
-from . import cuda
+from . import cuda, ordering
 
 FLAGS = ["-cudart", "shared"]  # the recorder interposes the shared runtime's symbols
 SOURCE = Path(__file__).parent / "include" / "calltrace.cpp"
 LEGACY = ("0x0", "0x1")  # the legacy default stream: 0 and cudaStreamLegacy
 PER_THREAD = "0x2"  # cudaStreamPerThread
 NON_BLOCKING = 1  # cudaStreamNonBlocking
-ENQUEUED = {"cudaMallocAsync", "cudaFreeAsync", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
-            "cudaEventRecord", "cudaGraphLaunch", "cudaGraphUpload", "cudaLaunchHostFunc"}
-ALLOC_NODE, FREE_NODE, KERNEL_NODE = 10, 11, 0
-SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
-QUERIES = ("cudaEventQuery", "cudaStreamQuery")  # a host wait where they answered cudaSuccess (the work was done)
-DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice: the one cudaMemcpy that does not make the host wait  # cudaGraphNodeTypeMemAlloc, MemFree, Kernel
+ENQUEUED = set(ordering.recorded(enqueues="stream"))  # GPU work on the stream it names
+ALLOC_NODE, FREE_NODE, KERNEL_NODE = 10, 11, 0  # cudaGraphNodeTypeMemAlloc, MemFree, Kernel
+SYNCS = ordering.recorded(waits="always")
+QUERIES = ordering.recorded(waits="on success")  # a host wait where they answered cudaSuccess (the work was done)
+DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice: the one cudaMemcpy that does not make the host wait
 
 
 @dataclasses.dataclass(eq=False)
@@ -129,14 +135,91 @@ def merge(a: dict, b: dict) -> dict:
 
 
 def parse(text: str) -> list[dict]:
-    """The recorded lines, in the order they happened (by the monotonic clock across processes)."""
-    lines = []
-    for line in (text or "").splitlines():
+    """The recorded lines, in the order they happened (by the monotonic clock across processes), as they are."""
+    return verify(text, None)[0]
+
+
+def verify(text: str, key: str | None, cut_short: bool = False) -> tuple[list[dict], list[str]]:
+    """The record's lines in the order they happened, and what shows that something other than the recorder wrote into
+    it: live (`key`, the run's secret), a line without its valid tag, a line repeated, a line taken out (each process
+    numbers its lines 0, 1, ... and ends with "end"; a program cut short by a crash or a timeout may end without it).
+    A record from a recording or a test (`key` None) is taken as it is: it did not come from a program run here."""
+    lines, forged = [], []
+    rows = (text or "").splitlines()
+    for i, row in enumerate(rows):
+        m = TAGGED.match(row)
         try:
-            lines.append(json.loads(line))
+            line = json.loads(row)
         except ValueError:
-            continue  # a line cut short by a crash
-    return sorted(lines, key=lambda c: (c["t"], c["pid"], c["seq"]))
+            if key is None or (i == len(rows) - 1 and not text.endswith("\n")):
+                continue  # a line cut short by a crash
+            forged.append(f"a line that is not the recorder's JSON: {row[:80]!r}")
+            continue
+        if key is not None and not (m and tag(key, m["body"]) == m["tag"]):
+            forged.append(f"a line without the run's tag: {row[:80]!r}")
+            continue
+        lines.append(line)
+    if key is not None:
+        forged += _numbering(lines, cut_short)
+    return sorted(lines, key=lambda c: (c["t"], c["pid"], c["seq"])), forged
+
+
+def _numbering(lines: list[dict], cut_short: bool) -> list[str]:
+    """Each process's lines numbered 0, 1, ... without a gap or a repeat, up to its "end" (unless it was cut short)."""
+    out = []
+    for pid in dict.fromkeys(c["pid"] for c in lines):
+        mine = sorted((c for c in lines if c["pid"] == pid), key=lambda c: c["seq"])
+        seqs = [c["seq"] for c in mine]
+        if len(set(seqs)) != len(seqs):
+            out.append(f"process {pid}: a line written twice")
+        elif seqs != list(range(len(seqs))):
+            out.append(f"process {pid}: {seqs[-1] + 1 - len(seqs)} of its lines taken out")
+        elif mine[-1]["call"] != ordering.END and not cut_short:
+            out.append(f"process {pid}: its last lines taken out (the record does not reach its end)")
+    return out
+
+
+TAGGED = re.compile(r'^(?P<body>.*),"tag":"(?P<tag>[0-9a-f]{16})"\}$')
+MASK = 2**64 - 1
+
+
+def tag(key: str, body: str) -> str:
+    """A line's tag: SipHash-2-4 of its text under the run's key (32 hex digits), as the recorder computes it."""
+    return f"{siphash(bytes.fromhex(key), body.encode()):016x}"
+
+
+def siphash(key: bytes, data: bytes) -> int:
+    """SipHash-2-4 (Aumasson and Bernstein) of `data` under a 16-byte key."""
+    k0, k1 = struct.unpack("<QQ", key)
+    v = [k0 ^ 0x736f6d6570736575, k1 ^ 0x646f72616e646f6d, k0 ^ 0x6c7967656e657261, k1 ^ 0x7465646279746573]
+
+    def rounds(n):
+        v0, v1, v2, v3 = v
+        for _ in range(n):
+            v0 = (v0 + v1) & MASK; v1 = ((v1 << 13) | (v1 >> 51)) & MASK; v1 ^= v0; v0 = ((v0 << 32) | (v0 >> 32)) & MASK
+            v2 = (v2 + v3) & MASK; v3 = ((v3 << 16) | (v3 >> 48)) & MASK; v3 ^= v2
+            v0 = (v0 + v3) & MASK; v3 = ((v3 << 21) | (v3 >> 43)) & MASK; v3 ^= v0
+            v2 = (v2 + v1) & MASK; v1 = ((v1 << 17) | (v1 >> 47)) & MASK; v1 ^= v2; v2 = ((v2 << 32) | (v2 >> 32)) & MASK
+        v[:] = v0, v1, v2, v3
+
+    whole = len(data) - len(data) % 8
+    words = list(struct.unpack(f"<{whole // 8}Q", data[:whole]))
+    words.append(int.from_bytes(data[whole:], "little") | (len(data) & 0xFF) << 56)
+    for w in words:
+        v[3] ^= w
+        rounds(2)
+        v[0] ^= w
+    v[2] ^= 0xFF
+    rounds(4)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def read(text: str, key: str | None = None, cut_short: bool = False) -> "Calls":
+    """The record of a run as Calls; `forged` says what shows that it is not the recorder's alone (see verify)."""
+    lines, forged = verify(text, key, cut_short)
+    rec = Calls(lines)
+    rec.forged, rec.cut_short = forged, cut_short
+    return rec
 
 
 class Calls:
@@ -145,6 +228,7 @@ class Calls:
     def __init__(self, lines: list[dict]):
         self.lines = lines
         self.cut_short = False  # the program crashed or hung: the record stops there (Report.trace sets it)
+        self.forged: list[str] = []  # what shows that something other than the recorder wrote into it (read())
         self.ops: list[Op] = []
         self.buffers: list[Buffer] = []
         self.graphs: dict[str, dict] = {}  # exec -> the graph's nodes and edges, as instantiated
@@ -231,16 +315,14 @@ class Calls:
                 if recorded.get("capture") and key not in self._capturing:
                     self._capturing[key] = recorded["capture"]  # a stream joins the capture (fork)
                 self._pending[key] = merge(self._pending.get(key, {}), recorded["clock"])
-        elif call == "cudaStreamSynchronize" and ok:
-            self._host_waits(c, self._state(self._stream(c))[1])
-        elif call == "cudaStreamQuery" and ok:
-            self._host_waits(c, self._state(self._stream(c))[1])
-        elif call in ("cudaEventSynchronize", "cudaEventQuery") and ok:
-            recorded = self._events.get(self._event(c))
-            if recorded is not None:
-                self._host_waits(c, recorded["clock"])
-        elif call == "cudaDeviceSynchronize" and ok:
-            self._host_waits(c, self._device_clock(c["pid"]))
+        elif call in SYNCS + QUERIES and ok:  # what the host waited for (a query: where it answered cudaSuccess)
+            on = ordering.RULE[call].waits_for
+            if on == "device":
+                self._host_waits(c, self._device_clock(c["pid"]))
+            elif on == "stream":
+                self._host_waits(c, self._state(self._stream(c))[1])
+            elif self._events.get(self._event(c)) is not None:
+                self._host_waits(c, self._events[self._event(c)]["clock"])
         elif call == "cudaMemcpy":  # on the legacy stream; the host waits for what came before, and for the copy
             self._host_waits(c, self._device_clock(c["pid"]))
             op = self._enqueue(c, (c["pid"], "legacy"))
@@ -432,11 +514,26 @@ def recorder(out_dir: Path) -> Path:
     return cuda.build_library(SOURCE, out_dir=out_dir)
 
 
-def environment(library: Path, record: Path, runtime_dir: str | None) -> dict:
-    """The environment a recorded run gets: the recorder preloaded, the file it writes, the shared runtime's folder."""
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = " ".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
-    env["STREAMALLOC_CALLS"] = str(record)
-    if runtime_dir:
-        env["LD_LIBRARY_PATH"] = ":".join(filter(None, [runtime_dir, env.get("LD_LIBRARY_PATH", "")]))
-    return env
+class Channel:
+    """How a record reaches the check and not the program: a file in a private folder, made here, and a random key;
+    the recorder takes both out of the program's environment before its code runs (calltrace.cpp). `env` is the
+    environment of the run; `text()` what was recorded; `close()` removes the folder."""
+
+    def __init__(self, library: Path, runtime_dir: str | None):
+        self.folder = Path(tempfile.mkdtemp(prefix="calls-"))  # mode 0700
+        self.path = self.folder / "calls.jsonl"
+        self.path.touch(mode=0o600)
+        self.key = secrets.token_hex(16)
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = " ".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
+        env.update(STREAMALLOC_CALLS=str(self.path), STREAMALLOC_CALLS_KEY=self.key)
+        env.pop("STREAMALLOC_CALLS_SEQ", None)
+        if runtime_dir:
+            env["LD_LIBRARY_PATH"] = ":".join(filter(None, [runtime_dir, env.get("LD_LIBRARY_PATH", "")]))
+        self.env = env
+
+    def text(self) -> str:
+        return self.path.read_text() if self.path.is_file() else ""
+
+    def close(self):
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from . import calls, cppsource, sanitizer, verdict
+from . import calls, cppsource, ordering, sanitizer, verdict
 from .course import REPO, written_files
 from .cuda import NVCC_HELP
 from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError, SanitizerNotFound,
@@ -168,7 +168,8 @@ class Report:
         found, missing = [], {}
         for alternatives, reason in needed.items():
             alternatives = (alternatives,) if isinstance(alternatives, str) else tuple(alternatives)
-            hit = next((n for n in alternatives if cppsource.calls(code, n)), None)
+            written = [m for n in alternatives for m in (n, *ordering.driver_twins(n))]  # cuMemFreeAsync is cudaFreeAsync
+            hit = next((m for m in written if cppsource.calls(code, m)), None)
             if hit:
                 found.append(hit)
             else:
@@ -273,8 +274,12 @@ class Report:
                 text = getattr(e, "call_record", None)
                 if not (partial and text):
                     return None
-                rec = calls.Calls(calls.parse(text))
-                rec.cut_short = True
+                rec = calls.read(text, getattr(e, "call_key", None), cut_short=True)
+            if rec is not None and rec.forged:  # never a verdict from a record the program wrote into
+                self.unverified(what, f"the record of the program's CUDA calls is not the recorder's alone "
+                                      f"({'; '.join(rec.forged[:2])}): something else wrote into it or took lines out "
+                                      "of it, so it cannot decide")
+                return None
             if rec is None or not rec.lines:
                 self.unverified(what, "the course's call recorder recorded nothing (it needs the program built with "
                                       "-cudart shared and a Linux loader that honours LD_PRELOAD)")

@@ -24,9 +24,7 @@ import io
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -52,11 +50,12 @@ class Result:
     note: str = ""  # why a live lesson shows a replay here (a package it needs is missing), or ""
     call_record: str | None = None  # run(trace=True): the recorder's lines (streamalloc.calls), never the stdout
     killed: list = dataclasses.field(default_factory=list)  # processes it left running, killed when it ended (live)
+    call_key: str | None = None  # live: the run's key, which every recorded line's tag must match (a replay has none)
 
     @property
     def calls(self):
-        """What the program did with the CUDA runtime (a calls.Calls), for a run with trace=True; else None."""
-        return None if self.call_record is None else calls.Calls(calls.parse(self.call_record))
+        """What the program did with CUDA (a calls.Calls), for a run with trace=True; else None."""
+        return None if self.call_record is None else calls.read(self.call_record, self.call_key)
 
     @property
     def records(self) -> measure.Records:
@@ -231,22 +230,23 @@ class Lesson:
             print(note)
             return res
         argv0, argv = (sys.executable, [str(path), *args]) if python else (exe, args)
-        env = record = None
-        if trace:
-            record = Path(tempfile.mkdtemp(prefix="calls-")) / "calls.jsonl"
-            env = calls.environment(calls.recorder(self.bin), record, cuda.runtime_dir())
+        env = channel = None
+        if trace:  # the record's file and key reach the recorder, never the program (calls.Channel)
+            channel = calls.Channel(calls.recorder(self.bin), cuda.runtime_dir())
+            env = channel.env
         try:
             done = cuda.run(argv0, argv, timeout=timeout, name=path.name if python else None, env=env)
-            call_record = record.read_text() if record and record.is_file() else ("" if trace else None)
+            call_record = channel.text() if channel else None
         except CourseError as e:  # it crashed or hung: what it did up to then is still a record
-            if trace:
-                e.call_record = record.read_text() if record.is_file() else ""
+            if channel:
+                e.call_record, e.call_key = channel.text(), channel.key
             raise
         finally:
-            if record:
-                shutil.rmtree(record.parent, ignore_errors=True)
+            if channel:
+                channel.close()
         result = Result(name, args, done.stdout, done.stderr, done.seconds, False, self.label,
-                        call_record=call_record, killed=done.killed)
+                        call_record=call_record, call_key=channel.key if channel else None,
+                        killed=done.killed)
         if done.killed:  # a daemon, or a child it never waited for: worth knowing, not an error
             print(f"{path.name}: {cuda.left_running(done.killed)}")
         measure.parse(done.stdout)  # a malformed JSON line is an error before it is recorded

@@ -39,7 +39,7 @@ from .gpu import Machine
 
 ROOT = RECORDINGS
 INCLUDE = Path(__file__).resolve().parent / "include"
-DEFAULT_REFERENCE = "nvidia-h100-80gb-hbm3"  # the H100, CUDA 13: what replay shows unless told otherwise
+DEFAULT_REFERENCE = "nvidia-h200"  # the H200, CUDA 13: what replay shows unless told otherwise
 RERECORD = "re-record it on a GPU with `make record` (see README.md)"
 
 
@@ -237,6 +237,19 @@ def supplement(set_name: str) -> bool:
     (`tools/record_reference.sh gpus2` names it `<gpu>-x<N>`): replay reads it for those programs alone, never as the
     reference."""
     return re.search(r"-x\d+$", set_name) is not None
+
+
+def another_model(set_name: str) -> bool:
+    """A full set recorded on another GPU model than the default reference's (the H100's, recorded before the
+    reference moved to the H200): kept for comparison, read only when asked for ($STREAMALLOC_REFERENCE). It holds
+    recordings of programs as they are now and nothing else (`tools/prune_recordings.py` drops a run whose program
+    has changed since), so it owes no recording: a changed program is simply not recorded on that model."""
+    if supplement(set_name) or set_name == DEFAULT_REFERENCE:
+        return False
+    try:
+        return machine(set_name).gpu != machine(DEFAULT_REFERENCE).gpu
+    except (BrokenRecording, OSError, TypeError, ValueError):
+        return False
 
 
 def reference() -> str | None:

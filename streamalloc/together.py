@@ -16,7 +16,10 @@ no turn starts while another program still imports, so a timed loop never shares
 Nothing a program measures overlaps another's GPU work: its kernels, timed loops and cudaMemGetInfo readings run in
 its turn alone (the other programs wait, idle, their contexts holding only what a context holds). A
 program run here must take its turn (one that does not would run beside the others, and is waited for until it
-ends: run it with `lesson.run` instead); run alone, the variable is unset and the lines do nothing. Each program's
+ends: run it with `lesson.run` instead); run alone, the variable is unset and the lines do nothing. One pair of
+programs shares a turn: lesson 08's two PyTorch replays (`replay_alloc.py --pair`), where native's process takes the
+turn and hands the GPU to cudaMallocAsync's round by round over a socket, the other saying it has imported and then
+running only when handed the GPU. Each program's
 timeout counts from its start, its waits included. In replay the recordings are read one after another, as
 `lesson.run` reads them.
 

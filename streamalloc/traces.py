@@ -7,7 +7,9 @@ A trace is a text file, one event a line:
     a <id> <bytes> <stream>    allocate block <id> of <bytes> on stream <stream> (0, 1, ...)
     f <id>                     free block <id>, on the stream it was allocated on
     s                          end of a step: the program synchronizes here
-    # ...                      a comment: the first is the trace's name, the second where it came from
+    # ...                      a comment: the first is the trace's name, the second where it came from; after
+                               them "# steps: ..." (how its steps were found) and "# library: torch" (the
+                               library that recorded it: torch, cupy or rmm, as LIBRARIES names them)
 
 Words are separated by spaces or tabs; numbers are written in decimal digits only. A bad trace is refused with one
 message naming its line (`TraceError`), the same message the C++ reader prints, before anything runs it.
@@ -35,6 +37,10 @@ MAX_BLOCKS = 1 << 20  # block ids 0 .. MAX_BLOCKS - 1
 MAX_STREAMS = 64  # streams 0 .. MAX_STREAMS - 1
 MAX_BYTES = 1 << 48  # the largest block, and the most the trace may hold at once
 EVENT_FORMS = '"a <id> <bytes> <stream>", "f <id>" or "s"'
+# The libraries a converted trace can come from (its "# library:" comment): what recorded it decides which allocators
+# replay it in time (lesson 08's your_trace). A comment to the readers: course_trace.cuh and replay_alloc.py skip it.
+LIBRARIES = {"torch": "PyTorch", "cupy": "CuPy", "rmm": "RMM"}
+FREES = ("free", "free_requested", "free_completed")  # what the converters take as a block's free (_blocks)
 
 
 class TraceError(CourseError, ValueError):
@@ -112,11 +118,13 @@ class Trace:
     name: str
     source: str  # where it came from, in words
     events: list  # ("a", id, bytes, stream), ("f", id), ("s",)
-    how: str = ""  # how its steps were found, where a converter had to choose (written as a third comment)
+    how: str = ""  # how its steps were found, where a converter had to choose (a comment "# steps: ...")
+    library: str = ""  # the library that recorded it, a key of LIBRARIES (a comment "# library: ..."); "" unknown
 
     # -- the file ---------------------------------------------------------------------------------------------
     def text(self) -> str:
-        head = [f"# {self.name}", f"# {self.source}"] + ([f"# steps: {self.how}"] if self.how else [])
+        head = [f"# {self.name}", f"# {self.source}"] + ([f"# steps: {self.how}"] if self.how else []) \
+            + ([f"# library: {self.library}"] if self.library else [])
         return "\n".join(head + [" ".join(map(str, e)) for e in self.events]) + "\n"
 
     def write(self, folder) -> Path:
@@ -128,9 +136,10 @@ class Trace:
     def parse(cls, text: str, name: str = "", source: str = "", where: str | None = None) -> "Trace":
         """A trace file's text. Anything wrong is a TraceError naming its line ("line 3: ...", or "<where>:3: ...")."""
         comments, events = _parse(text, where)
-        how = comments[2][len("steps: "):] if len(comments) > 2 and comments[2].startswith("steps: ") else ""
+        fields = dict(c.split(": ", 1) for c in comments[2:] if ": " in c)  # "steps: ...", "library: ..."
         comments += ["", ""]
-        return cls(name or comments[0], source or comments[1], events, how)
+        return cls(name or comments[0], source or comments[1], events, fields.get("steps", ""),
+                   fields.get("library", ""))
 
     def check(self) -> None:
         """The events obey the grammar, as a file of them would be read (the message names the line it would have)."""
@@ -139,7 +148,8 @@ class Trace:
     def one_stream(self) -> "Trace":
         """The same events, every block on stream 0: what the trace asks of an allocator without its streams."""
         events = [("a", e[1], e[2], 0) if e[0] == "a" else e for e in self.events]
-        return Trace(f"{self.name}, one stream", f"{self.source}; every block on stream 0", events, self.how)
+        return Trace(f"{self.name}, one stream", f"{self.source}; every block on stream 0", events, self.how,
+                     self.library)
 
     # -- what it asks for -------------------------------------------------------------------------------------
     def in_use(self) -> list[int]:
@@ -195,7 +205,7 @@ def cut(events: list, most: int | None = MOST_EVENTS) -> list:
     return events[:keep]
 
 
-def _cut_trace(name: str, source: str, events: list, most, how: str) -> Trace:
+def _cut_trace(name: str, source: str, events: list, most, how: str, library: str = "") -> Trace:
     kept = cut(events, most)
     total, steps = (sum(e[0] == "s" for e in x) for x in (events, kept))
     if steps < total:
@@ -204,7 +214,7 @@ def _cut_trace(name: str, source: str, events: list, most, how: str) -> Trace:
     if blocks > MAX_BLOCKS:  # each allocation is a block of its own: ids run past what a trace may name
         raise TraceError(f"{name}: {blocks:,} allocations, over the {MAX_BLOCKS:,} blocks a trace may name: keep "
                          "fewer steps (--most-events)")
-    trace = Trace(name, source, kept, how)
+    trace = Trace(name, source, kept, how, library)
     trace.check()
     return trace
 
@@ -232,19 +242,22 @@ def _blocks(steps) -> list:
                 live[addr] = next_id
                 events.append(("a", next_id, int(size), streams.setdefault(stream, len(streams))))
                 next_id += 1
-            elif action in ("free", "free_completed") and addr in live:
+            elif action in FREES and addr in live:  # the first free seen of a block: a later one is not its
                 events.append(("f", live.pop(addr)))
         events.append(("s",))
     return events
 
 
-def from_address_events(name: str, source: str, steps, most: int | None = MOST_EVENTS, how: str = "") -> Trace:
+def from_address_events(name: str, source: str, steps, most: int | None = MOST_EVENTS, how: str = "",
+                        library: str = "") -> Trace:
     """A trace from what a program saw, step by step: each step a list of [action, address, bytes, stream], action
-    "alloc" or "free" (PyTorch's history says "free_completed"), stream any handle. Addresses are reused, so a block
-    is known by its address from its allocation to its free; a free of memory allocated before the recording began
-    is left out. Streams are numbered in the order they first allocate. Whole steps up to `most` events are kept
-    (all with None), and `how` says so when steps were left out."""
-    return _cut_trace(name, source, _blocks(steps), most, how)
+    "alloc" or a free (FREES: PyTorch's history says "free_requested" where the program lets go of a block and
+    "free_completed" where the allocator may hand it out again; the first of them is the block's free), stream any
+    handle. Addresses are reused, so a block is known by its address from its allocation to its free; a free of memory
+    allocated before the recording began is left out. Streams are numbered in the order they first allocate. Whole
+    steps up to `most` events are kept (all with None), and `how` says so when steps were left out; `library` names
+    the library that recorded it (LIBRARIES)."""
+    return _cut_trace(name, source, _blocks(steps), most, how, library)
 
 
 # -- PyTorch: the memory snapshot ---------------------------------------------------------------------------------
@@ -297,20 +310,28 @@ def low_points(events: list) -> tuple[list, int]:
     return out + [("s",)], steps + 1
 
 
+TORCH_ACTIONS = ("alloc", "free_requested", "free_completed")  # a history's entries the trace is made of
+
+
 def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", most: int | None = None) -> Trace:
     """A trace from PyTorch's memory history: the pickle torch.cuda.memory._dump_snapshot(path) writes (a path), or
     the dict torch.cuda.memory._snapshot() returns, recorded with _record_memory_history(). Its "device_traces" has
     one list per device of entries {"action", "addr", "size", "stream", ...} (PyTorch's "Understanding CUDA Memory
-    Usage", torch/cuda/memory.py); "alloc" and "free_completed" (the memory is reusable) become the trace's events.
-    The device is the one with the most of them unless `device` is given. A history has no step marks: steps end at
-    its low points (`low_points`), and `how` says so."""
+    Usage", torch/cuda/memory.py); "alloc" and a block's free become the trace's events. The free is "free_requested",
+    where the program let go of the block (its intent), not "free_completed", where the allocator may hand it out
+    again: that one lags it while a stream that Tensor.record_stream named still uses the block, which is the
+    allocator's business and not what the program asked for (a history with only "free_completed" uses that). Only
+    PyTorch's native allocator records a history: under backend:cudaMallocAsync, _record_memory_history raises
+    "cudaMallocAsync does not yet support recordHistory" (c10/cuda/CUDAMallocAsyncAllocator.cpp). The device is the
+    one with the most entries unless `device` is given. A history has no step marks: steps end at its low points
+    (`low_points`), and `how` says so."""
     where = str(snapshot) if isinstance(snapshot, (str, Path)) else "the snapshot"
     snap = read_snapshot(snapshot) if isinstance(snapshot, (str, Path)) else snapshot
     traces = snap.get("device_traces") if isinstance(snap, dict) else None
     if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         raise TraceError(f"{where}: not a PyTorch memory snapshot: no \"device_traces\" list (record it with "
                          "torch.cuda.memory._record_memory_history() before torch.cuda.memory._dump_snapshot(path))")
-    counts = [sum(isinstance(e, dict) and e.get("action") in ("alloc", "free_completed") for e in t) for t in traces]
+    counts = [sum(isinstance(e, dict) and e.get("action") in TORCH_ACTIONS for e in t) for t in traces]
     if device is None:
         device = max(range(len(counts)), key=lambda d: counts[d], default=0)
         chosen = f"device {device}, the one with the most events"
@@ -322,7 +343,7 @@ def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", mos
                          f"frees: {have}); was _record_memory_history() on while the program ran?")
     history = []
     for k, e in enumerate(traces[device]):
-        if not isinstance(e, dict) or e.get("action") not in ("alloc", "free_completed"):
+        if not isinstance(e, dict) or e.get("action") not in TORCH_ACTIONS:
             continue
         field = next((f for f in ("addr", "size") if f not in e), None)
         if field:
@@ -335,7 +356,7 @@ def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", mos
            if steps > 1 else "one step: the memory in use has no low point to end a step at")
     source = f"PyTorch memory snapshot {Path(where).name if where != 'the snapshot' else where}, {chosen}"
     return _cut_trace(name or (Path(where).stem if where != "the snapshot" else "PyTorch snapshot"), source,
-                      events, most, how)
+                      events, most, how, "torch")
 
 
 # -- CuPy: the allocator hook's log --------------------------------------------------------------------------------
@@ -357,7 +378,7 @@ def from_cupy_hook(text: str, name: str = "CuPy trace", source: str = "CuPy, set
         steps.append([_address_event(e, f"line {n}, event {k}") for k, e in enumerate(got["events"])])
     if not steps:
         raise TraceError("no step: the hook's log has no line with \"events\"")
-    return from_address_events(name, source, steps, most, f"{len(steps)} steps, one a line of the hook's log")
+    return from_address_events(name, source, steps, most, f"{len(steps)} steps, one a line of the hook's log", "cupy")
 
 
 # -- RMM: logging_resource_adaptor's CSV ---------------------------------------------------------------------------
@@ -386,7 +407,7 @@ def from_rmm_csv(name: str, source: str, text: str, step_rows=None, most: int | 
     if not ends or ends[-1] < len(events):
         ends.append(len(events))
     steps = [events[a:b] for a, b in zip([0] + ends, ends)]
-    return from_address_events(name, source, steps, most, how)
+    return from_address_events(name, source, steps, most, how, "rmm")
 
 
 # -- the command: python -m streamalloc trace IN -o OUT ------------------------------------------------------------
@@ -431,14 +452,15 @@ def convert(path, fmt: str | None = None, device: int | None = None, most: int |
         raise TraceError(f"{path}: {e}") from None
     trace = Trace.parse(text, where=str(path))
     return _cut_trace(trace.name or path.stem, trace.source or f"course trace {path.name}", trace.events, most,
-                      trace.how)
+                      trace.how, trace.library)
 
 
 def summary(trace: Trace) -> str:
-    """One line: events, steps, streams, peak, and how the steps were found."""
+    """One line: events, steps, streams, peak, how the steps were found, and which library recorded it."""
     s = trace.stats()
     return (f"{s['events']:,} events, {s['steps']} steps, {s['streams']} streams, peak {mib(s['peak']):,.1f} MiB"
-            + (f"; steps: {trace.how}" if trace.how else ""))
+            + (f"; steps: {trace.how}" if trace.how else "")
+            + (f"; recorded by {LIBRARIES.get(trace.library, trace.library)}" if trace.library else ""))
 
 
 # -- traces built in Python --------------------------------------------------------------------------------------

@@ -383,6 +383,51 @@ def canned_measure(command: str, returncode: int):
     return measure
 
 
+DRIVER_API = r"""
+#include <cuda.h>  // the driver API's types; its functions are taken through the runtime, as notebook 05 takes them
+
+template <class F> F driver_entry(const char *name) {
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+#if CUDART_VERSION >= 12050
+    CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found));
+#else
+    CHECK(cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found));
+#endif
+    if (found != cudaDriverEntryPointSuccess || !fn) {
+        std::fprintf(stderr, "the driver has no %s\n", name);
+        std::exit(1);
+    }
+    return reinterpret_cast<F>(fn);
+}
+#define CU_CALL(name, ...)                                                                                \
+    do {                                                                                                  \
+        static const auto fn_ = driver_entry<decltype(&name)>(#name);                                     \
+        const CUresult r_ = fn_(__VA_ARGS__);                                                             \
+        if (r_ != CUDA_SUCCESS) {                                                                         \
+            std::fprintf(stderr, "%s failed: %d\n", #name, (int)r_);                                     \
+            std::exit(1);                                                                                 \
+        }                                                                                                 \
+    } while (0)
+"""
+
+
+def through_the_driver(text: str) -> str:
+    """`text` with DRIVER_API after its last #include: CU_CALL(cuMemFreeAsync, ...) calls the driver API by the
+    pointer cudaGetDriverEntryPoint(ByVersion) gives (a program needs no -lcuda for it)."""
+    includes = list(re.finditer(r"^#include .*$", text, re.M))
+    assert includes, "no #include to put the driver's helper after"
+    at = includes[-1].end()
+    return text[:at] + "\n" + DRIVER_API + text[at:]
+
+
+def in_the_driver_api(bodies):
+    """An answer written in the driver API: the solution's regions replaced by `bodies` (as `regions` takes them), with
+    DRIVER_API's CU_CALL. The record holds its calls under their runtime twins' names, so the check judges it as it
+    judges those."""
+    return lambda text: regions(through_the_driver(text), bodies)
+
+
 def both(*edits):
     """One edit made of several, applied in order (an answer that changes two places of a program)."""
     def edit(t):

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from labcheck import unverified
 from streamalloc import calls
 
 P, Q = "0x100", "0x200"  # two non-blocking streams
@@ -179,3 +180,123 @@ def test_kernel_names(symbol, name):
 def test_a_record_cut_short_is_read_up_to_the_cut():
     text = json.dumps(record(alloc(P))[0]) + "\n{\"seq\": 1, \"t\""
     assert [c["call"] for c in calls.parse(text)] == ["cudaMallocAsync"]
+
+
+# -- driver calls: recorded under their runtime twin's name, they make the same order ------------------------------
+AS_DRIVER = {"cudaMallocAsync": "cuMemAllocAsync", "cudaFreeAsync": "cuMemFreeAsync", "cudaLaunchKernel": "cuLaunchKernel",
+             "cudaEventRecord": "cuEventRecord", "cudaStreamWaitEvent": "cuStreamWaitEvent",
+             "cudaStreamSynchronize": "cuStreamSynchronize", "cudaStreamCreate": "cuStreamCreate",
+             "cudaDeviceSynchronize": "cuCtxSynchronize", "cudaEventQuery": "cuEventQuery"}
+SCENARIOS = {  # name: (steps, the problems the runtime's record of them has)
+    "one stream": ((*streams(P), alloc(P), kernel("use", P, BUF), free(P)), []),
+    "another stream, no event": ((*streams(P, Q), alloc(P), kernel("use", Q, BUF), free(P)),
+                                 ["after its free", "before its allocation"]),
+    "events both ways": ((*streams(P, Q), alloc(P), rec_event("e1", P), wait(Q, "e1"), kernel("use", Q, BUF),
+                          rec_event("e2", Q), wait(P, "e2"), free(P)), []),
+    "a host wait": ((*streams(P, Q), alloc(P), ("cudaStreamSynchronize", {"stream": P}), kernel("use", Q, BUF),
+                     ("cudaDeviceSynchronize", {}), free(P)), []),
+    "a query that answered": ((*streams(P, Q), alloc(P), kernel("use", P, BUF), rec_event("e", P),
+                               ("cudaEventQuery", {"event": "e"}), free(Q)), []),
+}
+
+
+def as_driver(steps):
+    """The same calls made through the driver API, as the recorder writes them."""
+    return [(call, {**fields, "api": "driver", "as": AS_DRIVER[call]}) for call, fields in steps]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_a_driver_call_is_one_kind_of_event_with_its_runtime_twin(name):
+    steps, kinds = SCENARIOS[name]
+    assert sorted(p.kind for p in run(*steps).problems()) == kinds
+    assert sorted(p.kind for p in run(*as_driver(steps)).problems()) == kinds
+    mixed = [s if i % 2 else as_driver([s])[0] for i, s in enumerate(steps)]  # half runtime, half driver
+    assert sorted(p.kind for p in run(*mixed).problems()) == kinds
+
+
+def test_a_driver_launch_on_the_per_thread_stream_is_that_threads_stream():
+    r = run(alloc("0x2"), as_driver([kernel("use", "0x2", BUF)])[0], free("0x2"))
+    assert r.problems() == [] and r.ops[1].stream == (1, "per-thread", 1)
+
+
+# -- the record's channel: every line tagged under the run's key, numbered without a gap to its end ------------------
+KEY = "000102030405060708090a0b0c0d0e0f"
+
+
+def tagged(*steps, key=KEY, end=True, pid=1):
+    """The recorder's text of these calls: each line tagged as calltrace.cpp tags it, and the process's "end"."""
+    lines = record(*steps, *([("end", {})] if end else []), pid=pid)
+    out = []
+    for line in lines:
+        body = json.dumps(line, separators=(",", ":"))[:-1]
+        out.append(f'{body},"tag":"{calls.tag(key, body)}"}}\n')
+    return out
+
+
+def test_siphash_is_the_reference_one():  # the paper's test vectors (key 00..0f; messages 00.., 15 and 0 bytes)
+    assert calls.siphash(bytes(range(16)), bytes(range(15))) == 0xa129ca6149be45e5
+    assert calls.siphash(bytes(range(16)), b"") == 0x726fdb47dd0e0e31
+    assert calls.siphash(bytes(range(16)), bytes(range(8))) == 0x93f5f5799a932462
+
+
+def test_the_recorders_own_lines_verify():
+    rec = calls.read("".join(tagged(*streams(P), alloc(P), free(P))), KEY)
+    assert rec.forged == [] and len(rec.buffers) == 1
+
+
+FORGERIES = {  # how a program could write into its record: what the reading of it says
+    "an untagged line": lambda t: t[:-1] + ['{"seq":4,"t":9,"pid":1,"tid":1,"call":"cudaDeviceSynchronize","ret":0}\n']
+    + t[-1:],
+    "a line tagged under another key": lambda t: t[:2] + tagged(("cudaDeviceSynchronize", {}), key="f" * 32)[:1] + t[2:],
+    "a changed argument": lambda t: [x.replace('"size":64', '"size":65') for x in t],
+    "a line taken out": lambda t: t[:2] + t[3:],
+    "a line written twice": lambda t: t[:3] + t[2:],
+    "the end taken out": lambda t: t[:-1],
+    "not JSON": lambda t: t[:1] + ["garbage\n"] + t[1:],
+}
+
+
+@pytest.mark.parametrize("how", FORGERIES)
+def test_a_record_written_into_is_not_the_recorders(how):
+    text = "".join(FORGERIES[how](tagged(*streams(P), alloc(P), kernel("use", P, BUF), free(P))))
+    assert calls.read(text, KEY).forged, how
+    assert calls.read(text, None).forged == []  # a recording's record (no key) is read as it is
+
+
+def test_a_run_cut_short_may_end_without_its_end_line_and_with_its_last_line_cut():
+    lines = tagged(*streams(P), alloc(P), end=False)
+    assert calls.read("".join(lines) + '{"seq":2,"t"', KEY, cut_short=True).forged == []
+    assert calls.read("".join(lines), KEY).forged  # a run that finished must reach its end
+
+
+def test_an_untagged_recording_replays():  # records made before the tags, as committed recordings hold them
+    text = "\n".join(json.dumps(x) for x in record(*streams(P), alloc(P), kernel("use", P, BUF), free(P)))
+    rec = calls.read(text)
+    assert rec.forged == [] and rec.problems() == [] and len(rec.lines) == 4
+
+
+def test_the_check_says_a_forged_record_is_not_verified(tmp_path):
+    from streamalloc import checks
+    from streamalloc.lesson import Result
+
+    text = "".join(FORGERIES["an untagged line"](tagged(*streams(P), alloc(P), kernel("use", P, BUF), free(P))))
+
+    class Lesson:
+        live, name, build = True, "stand-in", tmp_path
+
+        def compile(self, file, flags=()):
+            return tmp_path / "prog"
+
+        def source(self, file):
+            return tmp_path / file
+
+        def run(self, file, args=(), timeout=120, flags=(), trace=False):
+            return Result(file, list(args), "", "", 0.1, False, "TEST GPU, live", call_record=text, call_key=KEY)
+
+    (tmp_path / "x.cu").write_text("int main() { return 0; }\n")
+    report = checks.Report("lab", Lesson())
+    assert report.trace("x.cu", [[1]]) is None
+    assert [f.mark for f in report.items][-1] == checks.UNVERIFIED
+    assert "not the recorder's alone" in report.items[-1].text and "without the run's tag" in report.items[-1].text
+    report.finish()  # never "All checks passed"
+    assert unverified("not verified here: the order of the GPU's work")

@@ -8,7 +8,9 @@ with `gpus=N` (N > 1) is due only in sets recorded on a machine with at least N 
 some set must hold it; a supplement (`replay.supplement`: `<gpu>-x<N>`, recorded by
 `tools/record_reference.sh gpus2` for those programs alone) owes only the programs that need more than one GPU.
 The labs' checks replay from the default reference alone, so only that set owes solutions/' programs; another set
-(the CUDA 12 stack's, which the preflight compares lessons with) owes the lectures of notebooks/.
+of the same GPU model (the CUDA 12 stack's, which the preflight compares lessons with) owes the lectures of
+notebooks/. A set of another GPU model (`replay.another_model`: the H100's, kept beside the H200 reference) owes
+nothing, but holds no run of a program that has changed since (`tools/prune_recordings.py`).
 """
 import json
 import re
@@ -81,7 +83,7 @@ def test_the_default_reference_set_is_there():
 
 
 OWED = [(path, s) for s in replay.available() or ["(none)"] for path in NOTEBOOKS
-        if path.parent.name != "solutions" or s == replay.DEFAULT_REFERENCE]
+        if (path.parent.name != "solutions" or s == replay.DEFAULT_REFERENCE) and not replay.another_model(s)]
 
 
 @pytest.mark.parametrize("path, set_name", OWED, ids=lambda x: f"{x.parent.name}/{x.name}" if isinstance(x, Path) else x)
@@ -107,6 +109,25 @@ def test_every_program_that_needs_more_gpus_is_recorded_on_that_many(path, tmp_p
             holders.append(set_name)
     assert holders, (f"no set of recordings holds {', '.join(sorted(many))} of {path.name} as written now, recorded on "
                      f"enough GPUs: run `tools/record_reference.sh gpus2` on a machine with two GPUs")
+
+
+@pytest.mark.parametrize("set_name", [s for s in replay.available() if replay.another_model(s)])
+def test_a_set_of_another_model_holds_only_programs_as_they_are_now(set_name):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "prune_recordings.py"), set_name, "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, f"run tools/prune_recordings.py {set_name}:\n{out.stdout}{out.stderr}"
+
+
+def test_another_model_is_told_apart_by_its_gpu(tmp_path, monkeypatch):
+    for name, gpu in (("nvidia-h200", "NVIDIA H200"), ("nvidia-h200-cuda12", "NVIDIA H200"),
+                      ("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3"), ("nvidia-h100-80gb-hbm3-x2", "NVIDIA H100")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "machine.json").write_text(json.dumps({"gpu": gpu}))
+    monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(tmp_path))
+    monkeypatch.setattr(replay, "DEFAULT_REFERENCE", "nvidia-h200")
+    assert [s for s in replay.available() if replay.another_model(s)] == ["nvidia-h100-80gb-hbm3"]
 
 
 def test_a_supplement_is_never_the_reference(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ RIGHT or WRONG below (name -> edit of the solution's pipeline.cu).
 """
 import pytest
 
-from labcheck import LIVE, Lab, all_passed, both, in_function, live_only, regions, unverified
+from labcheck import LIVE, Lab, all_passed, both, in_function, in_the_driver_api, live_only, regions, unverified
 
 LAB = Lab("lab1_stream_ordered", "pipeline.cu")
 FUNCTION = "pipeline_stream_ordered"
@@ -575,3 +575,22 @@ def test_canned_a_free_on_another_stream_is_caught_by_the_sanitizer(tmp_path, ca
     assert said.startswith("1 thing still wrong")
     assert ("the reading of your code says: cudaFreeAsync is called on `t`, and nothing orders it after the "
             "kernels on `s`") in capsys.readouterr().out
+
+
+# -- right answers in the driver API, its functions taken through cudaGetDriverEntryPoint as notebook 05 takes them
+DRIVER_RIGHT = {
+    "cuMemAllocAsync and cuMemFreeAsync on s": in_the_driver_api([
+        "CUdeviceptr d = 0;\nCU_CALL(cuMemAllocAsync, &d, bytes, s);\nbuf = reinterpret_cast<int *>(d);", "",
+        "CU_CALL(cuMemFreeAsync, reinterpret_cast<CUdeviceptr>(buf), s);"]),
+    "cuMemAllocFromPoolAsync from the default pool": in_the_driver_api([
+        "CUmemoryPool pool;\nCU_CALL(cuDeviceGetDefaultMemPool, &pool, 0);\nCUdeviceptr d = 0;\n"
+        "CU_CALL(cuMemAllocFromPoolAsync, &d, bytes, pool, s);\nbuf = reinterpret_cast<int *>(d);", "",
+        "CU_CALL(cuMemFreeAsync, reinterpret_cast<CUdeviceptr>(buf), s);"]),
+}
+
+
+@pytest.mark.parametrize("name", list(DRIVER_RIGHT))
+def test_a_right_answer_in_the_driver_api_passes(name):
+    """Live: all checks pass (the record shows the driver's allocation and free on s). In replay: not verified."""
+    check = LAB.passes(name, DRIVER_RIGHT[name])
+    assert "WRONG" not in check.printed, check.printed

@@ -10,7 +10,7 @@ process on records written the way the recorder writes them (`tuned_record`), be
 """
 import pytest
 
-from labcheck import LIVE, Lab, all_passed, both, in_function, live_only, noted, regions, verdict_of
+from labcheck import LIVE, Lab, all_passed, both, in_function, in_the_driver_api, live_only, noted, regions, verdict_of
 from streamalloc import checks, labchecks
 
 LAB = Lab("lab2_tune_pool", "tuned.cu")
@@ -593,3 +593,26 @@ def test_canned_speed_is_judged_against_the_limit(tmp_path, canned_sanitizer):
     slow = verdict_of(labchecks.lab2, LAB.canned(tmp_path, run_lines(64 * MiB, 40.0)))
     assert "speed: threshold 0 takes 200.0 µs per iteration, the limit (one buffer from cudaMalloc, no pool) " \
            "12.0 µs, yours 40.0 µs" in slow and "at most 19.5 µs" in slow
+
+
+# -- right answers in the driver API, its functions taken through cudaGetDriverEntryPoint as notebook 05 takes them
+DRIVER_RIGHT = {
+    "cuMemPoolSetAttribute and cuMemPoolTrimTo on the default pool": in_the_driver_api([
+        "const cuuint64_t keep_all = UINT64_MAX;\n"
+        "CU_CALL(cuMemPoolSetAttribute, (CUmemoryPool)pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (void *)&keep_all);",
+        "CU_CALL(cuMemPoolTrimTo, (CUmemoryPool)pool, 0);\ncuuint64_t before = threshold_before;\n"
+        "CU_CALL(cuMemPoolSetAttribute, (CUmemoryPool)pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (void *)&before);"]),
+    "the driver's own default pool, looked up again": in_the_driver_api([
+        "CUmemoryPool mine;\nCU_CALL(cuDeviceGetDefaultMemPool, &mine, 0);\ncuuint64_t all = ~0ull;\n"
+        "CU_CALL(cuMemPoolSetAttribute, mine, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &all);",
+        "CUmemoryPool again;\nCU_CALL(cuDeviceGetMemPool, &again, 0);\nCU_CALL(cuMemPoolTrimTo, again, 0);\n"
+        "cuuint64_t before = threshold_before;\n"
+        "CU_CALL(cuMemPoolSetAttribute, again, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &before);"]),
+}
+
+
+@pytest.mark.parametrize("name", list(DRIVER_RIGHT))
+def test_a_right_answer_in_the_driver_api_passes(name):
+    """Live: all checks pass (the record shows the driver's threshold and trim on the default pool). In replay: not
+    verified."""
+    LAB.passes(name, DRIVER_RIGHT[name])

@@ -9,7 +9,7 @@ recorder writes them (`race_record`).
 """
 import pytest
 
-from labcheck import CLEAN, LIVE, RACE_REPORT, Lab, all_passed, both, canned_measure, regions, verdict_of
+from labcheck import CLEAN, LIVE, RACE_REPORT, Lab, all_passed, both, canned_measure, in_the_driver_api, regions, verdict_of
 from streamalloc import checks, labchecks, sanitizer
 
 LAB = Lab("lab3_fix_the_race", "race.cu")
@@ -282,3 +282,26 @@ def test_canned_wrong_results_and_the_sanitizer_report_are_both_said(tmp_path, c
 def test_canned_a_block_never_freed_is_a_leak(tmp_path, canned_sanitizer):
     said = verdict_of(labchecks.lab3, LAB.canned(tmp_path, run_lines(leaked=4 * MiB)))
     assert "leak: after the loop and a device synchronization the default pool still has 4,194,304 bytes" in said
+
+
+# -- right answers in the driver API, its functions taken through cudaGetDriverEntryPoint as notebook 05 takes them
+DRIVER_RIGHT = {
+    "cuEventRecord and cuStreamWaitEvent": in_the_driver_api([
+        "CU_CALL(cuEventRecord, (CUevent)filled, (CUstream)producer);\n"
+        "CU_CALL(cuStreamWaitEvent, (CUstream)consumer, (CUevent)filled, 0);",
+        "CU_CALL(cuEventRecord, (CUevent)consumed, (CUstream)consumer);\n"
+        "CU_CALL(cuStreamWaitEvent, (CUstream)producer, (CUevent)consumed, 0);"]),
+    "cuEventRecordWithFlags, the consumer's wait through a helper": in_the_driver_api([
+        "auto after = [](CUstream waiter, CUevent e, CUstream maker) {\n"
+        "    CU_CALL(cuEventRecordWithFlags, e, maker, 0);\n    CU_CALL(cuStreamWaitEvent, waiter, e, 0);\n};\n"
+        "after(consumer, filled, producer);",
+        "CU_CALL(cuEventRecordWithFlags, (CUevent)consumed, (CUstream)consumer, 0);\n"
+        "CU_CALL(cuStreamWaitEvent, (CUstream)producer, (CUevent)consumed, 0);"]),
+}
+
+
+@pytest.mark.parametrize("name", list(DRIVER_RIGHT))
+def test_a_right_answer_in_the_driver_api_passes(name):
+    """Live: all checks pass (the record orders the consumer after the fill, the free after the read). In replay:
+    not verified."""
+    LAB.passes(name, DRIVER_RIGHT[name])

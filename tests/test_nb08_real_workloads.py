@@ -7,8 +7,11 @@ everything back at a synchronization): its numbers are made up for the test, nev
 cells' tables, conclusions, timeline explorer and assertions, which must fail on a wrong result.
 """
 import inspect
+import itertools
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,12 +36,12 @@ def programs():
 
 
 # -- the programs --------------------------------------------------------------------------------------------------
-def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(tmp_path):
-    src = programs()["replay_alloc.py"]
-    ns = {}
-    exec(compile(src[src.index("def read_trace"):src.index("def emit")], "replay_alloc.py", "exec"), ns)
+@pytest.mark.parametrize("library", ["", "torch"])
+def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(library, tmp_path):
+    """A trace's comments (its name, source, steps and the library that recorded it) are not events to it."""
     t = W.built_to_fragment()
-    name, events = ns["read_trace"](t.write(tmp_path))
+    t.library, t.how = library, "one a step" if library else ""
+    name, events = replayer().read_trace(t.write(tmp_path))
     assert name == t.name and events == t.events
 
 
@@ -52,10 +55,10 @@ def test_the_notebook_writes_its_programs_and_they_parse():
 
 # -- the cells, on canned output -----------------------------------------------------------------------------------
 def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: float = 0.0, work_us: float = 0,
-        process: str | None = None, rounds: int = 5) -> dict:
+        process: str | None = None, rounds: int = W.ROUNDS) -> dict:
     """A made-up replay record in the replayers' format: a pool that keeps its peak (keep) or gives back all that is
-    unused at each step; its rounds' medians (five, or none: its footprint only) spread evenly over `spread` µs
-    around `us`."""
+    unused at each step; its rounds' medians (W.ROUNDS of them, or none: its footprint only) spread evenly over
+    `spread` µs around `us`."""
     use = trace.in_use()
     reserved, top = [], 0
     for u in use:
@@ -68,7 +71,7 @@ def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: flo
     warms = ["warm 1"] if process else ["warm 1", "warm 2", "warm 3"]
     passes = ["cold, sampled", "warm, sampled"] + [f"round {r} {p}" for r in range(1, rounds + 1)
                                                    for p in ["cold", *warms]]
-    round_us = [us + spread * (k / 4 - 0.5) for k in range(rounds)]
+    round_us = [us + spread * (k / max(rounds - 1, 1) - 0.5) for k in range(rounds)]
     record = {"allocator": name, "kind": kind, "threshold": 0, "reserve": 0, "trim_every": 0, "trim_to": 0,
               "work_us": work_us, "steps": len(ends), "events": len(trace.events), "rounds": rounds,
               "step_us": [u for u in round_us for _ in range(len(warms) * len(ends))], "round_us": round_us,
@@ -80,8 +83,9 @@ def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: flo
     return {**record, "process": process} if process else record
 
 
-def canned(break_keep=False, spread=0.0):
-    """What the notebook's programs print, from the toy model: outputs(file, args) for a StandIn."""
+def canned(break_keep=False, spread=0.0, again_us=0.0):
+    """What the notebook's programs print, from the toy model: outputs(file, args) for a StandIn. again_us: how far the
+    A/A twin's rounds lie from its setting's (0: the same figures)."""
     def outputs(file, args):
         if file == "torch_step.py":
             steps = [[["alloc", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(4)]
@@ -97,7 +101,7 @@ def canned(break_keep=False, spread=0.0):
             head = {"trace_events": len(t.events), "trace_steps": t.stats()["steps"], "trace_streams": 1,
                     "trace_peak": t.stats()["peak"]}
             work = float(args[2]) if len(args) > 2 else 0.0
-            n = int(args[3]) if len(args) > 3 else 5
+            n = int(args[3]) if len(args) > 3 else 5  # replay_trace.cu's own default
             keep = toy(t, "default pool, threshold UINT64_MAX", "default", True, 100.0 + work, spread, work, rounds=n)
             if break_keep:
                 keep["held"] = [0] * len(keep["held"])
@@ -107,17 +111,22 @@ def canned(break_keep=False, spread=0.0):
                               rounds=n),
                     toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work, rounds=n)]
         assert file == "replay_alloc.py", file
-        lib, paths = args[0], [a for a in args[1:] if a != "--footprint"]
+        lib, paths = args[0], [a for a in args[1:] if a not in ("--footprint", "--pair")]
         footprint = args[args.index("--footprint") + 1:] if "--footprint" in args else []
-        out = [{"library": lib, "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
+        pair = {"turns_with": {"torch": "torch-async", "torch-async": "torch"}[lib]} if "--pair" in args else {}
+        out = [{"library": lib, "torch": "0.0+cu130", "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
             if lib.startswith("torch") else []
         for p in paths:
             t = W.Trace.parse(Path(p).read_text())
+            n = 0 if p in footprint else W.ROUNDS
             if lib == "rmm":
                 out.append({"trace": t.name, "allocator": "RMM pool", "skipped": "RMM is not installed (canned)"})
             else:
-                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib,
-                                  rounds=0 if p in footprint else 5), "trace": t.name})
+                out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib, rounds=n),
+                            "trace": t.name, **pair})
+            if lib == "torch-async":  # the A/A twin: the same setting again, `again_us` from it
+                out.append({**toy(t, f"{lib} pool (again)", "python", False, 400.0 + again_us, process=lib, rounds=n),
+                            "trace": t.name, "again_of": f"{lib} pool", **pair})
         return out
     return outputs
 
@@ -131,6 +140,9 @@ def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
     ns = run_cells(NAME, lesson)
     printed = capsys.readouterr().out
     assert "No RMM trace" in printed and "RMM is not installed" in printed
+    assert "torch-async: PyTorch 0.0+cu130, backend cudaMallocAsync" in printed  # the build says its CUDA
+    aa = [line for line in printed.splitlines() if "of the two" in line]
+    assert len(aa) == 3 and all("tie" in line for line in aa), aa  # the A/A check on each timed trace
     assert set(ns["traces"]) == {"PyTorch training step", "CuPy filter pipeline", "built to fragment",
                                  "built to fragment, one stream"}
     assert len(lesson.figures) == 2 and all(v > 0 for v, _, _ in lesson.figures.values())
@@ -212,13 +224,14 @@ def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
     assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "{" not in done.stdout, done
 
 
-def replayer(monkeypatch, library: str) -> dict:
-    """replay_alloc.py's definitions for `library` (its code up to the part that checks for a GPU and replays)."""
-    src = programs()["replay_alloc.py"]
-    monkeypatch.setattr(sys, "argv", ["replay_alloc.py", library, "unused.trace"])
-    ns = {"__name__": "replay_alloc"}
-    exec(compile(src[:src.index("def gpu_missing")], "replay_alloc.py", "exec"), ns)
-    return ns
+def replayer():
+    """replay_alloc.py as the notebook writes it, imported as a module: importing it runs nothing (main() runs only
+    as a program), imports no library and touches no GPU."""
+    import types
+    module = types.ModuleType("replay_alloc")
+    module.__file__ = "replay_alloc.py"
+    exec(compile(programs()["replay_alloc.py"], "replay_alloc.py", "exec"), module.__dict__)
+    return module
 
 
 class FakeAllocator:
@@ -254,25 +267,29 @@ class FakeAllocator:
 def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypatch, capsys):
     """replay_alloc.py's replay and measure (everything but the libraries) on a stand-in allocator: the in-use curve
     is the trace's own, the record has every field the lesson module reads, and the tables take it."""
-    ns = replayer(monkeypatch, "cupy")
+    rep = replayer()
     t = W.built_to_fragment()
     a = FakeAllocator()
-    out = ns["replay"](t.events, a, True)
+    out = rep.replay(t.events, a, True)
     assert out["in_use"] == t.in_use() and out["shrinks"] == 0 and out["grows"] > 0
     made = []
-    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)], 5)
+    units = rep.measure(t.name, t.events, [("stand-in", lambda first: made.append(first) or a, {})], 5, {"process": "x"})
+    next(units)
+    assert made == [True] and not capsys.readouterr().out, "a unit at a time: first the sampled passes, no record yet"
+    assert len(list(units)) == 5, "then one unit per round"
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     steps = t.stats()["steps"]
     assert made == [True] + [False] * 5, "sampled once from a fresh state, then five rounds, each from a fresh state"
     assert a.closed and record["peak_in_use"] == t.stats()["peak"] and len(record["step_us"]) == 5 * steps
     assert len(record["round_us"]) == len(record["cold_us"]) == 5 and len(record["held"]) == len(record["passes"]) * steps
-    assert record["passes"][:3] == ["cold, sampled", "warm, sampled", "round 1 cold"]
+    assert record["passes"][:3] == ["cold, sampled", "warm, sampled", "round 1 cold"] and record["process"] == "x"
+    assert (record["trace_peak"], record["trace_largest"]) == (t.stats()["peak"], t.stats()["largest"])
     assert len(record["timeline_event"]) == len(record["timeline_in_use"]) <= 256
     row = W.rows([record], t)[0]
     assert row["reserved / trace peak"] == 1.0 and row["grew / shrank (warm)"] == "0 / 0"
     made.clear()  # a trace replayed for its footprint only (--footprint), and a setting in UNTIMED: sampled, not timed
-    ns["measure"](t.name, t.events, [("stand-in", lambda first: made.append(first) or a)], 0)
-    ns["measure"](t.name, t.events, [(next(iter(ns["UNTIMED"])), lambda first: made.append(first) or a)], 5)
+    assert len(list(rep.measure(t.name, t.events, [("stand-in", lambda first: made.append(first) or a, {})], 0))) == 1
+    list(rep.measure(t.name, t.events, [(next(iter(rep.UNTIMED)), lambda first: made.append(first) or a, {})], 5))
     for line in capsys.readouterr().out.strip().splitlines():
         record = json.loads(line)
         assert record["rounds"] == 0 and record["round_us"] == record["cold_us"] == record["step_us"] == []
@@ -281,6 +298,7 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
         assert row["µs per step"] == "not timed" and row["note"] == W.NOT_TIMED and row["reserved / trace peak"] == 1.0
         assert not W.figures([record], t, W.library(record))  # no time to rank
     assert made == [True, True]
+
 
 
 def test_each_setting_is_set_against_the_floor_of_its_own_process_round_by_round():
@@ -317,10 +335,10 @@ def test_the_programs_run_together_take_their_turn_after_their_imports():
     assert '"torch_step.py"' in traces and '"cupy_filter.py"' in traces
     assert "turns=False" in inspect.getsource(W.made)
     assert "turns=False" not in replays and '"replay_alloc.py"' in replays and "replay_trace.cu" not in replays
-    turn = 'turn = os.open(os.environ["STREAMALLOC_GPU_TURN"]'
+    turn = "turn = os.open(os.environ[TURN]"
     rep = programs()["replay_alloc.py"]
-    measure = rep.index("for (trace, events), path in zip(traces, paths):\n    measure(")
-    assert rep.index("import rmm  # noqa") < rep.index(turn) < measure
+    measure = rep.index("    for k in range(units):  # each next() runs one unit")
+    assert rep.index("import rmm  # noqa") < rep.index("turns = Turns(") < rep.index(turn) < measure
     # each context starts before its turn, beside the other programs' imports: nothing timed waits for one
     assert rep.index("torch.cuda.mem_get_info()\n") < rep.index(turn) and rep.index("runtime.memGetInfo()\n") < rep.index(turn)
     assert "STREAMALLOC_GPU_TURN" not in programs()["torch_step.py"] + programs()["cupy_filter.py"]
@@ -364,24 +382,26 @@ def test_one_process_replays_pytorch_native_with_and_without_expandable_segments
     fake = FakeTorch(new_api)
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "restored after the test")  # the program sets it at its top
+    rep = replayer()
     for library, names in (("torch", ["PyTorch native", "one buffer (PyTorch loop)", "PyTorch native, expandable_segments"]),
-                           ("torch-async", ["PyTorch cudaMallocAsync", "one buffer (PyTorch loop, cudaMallocAsync's process)"])):
-        ns = replayer(monkeypatch, library)
-        made = [(name, make(True)) for name, make in ns["settings"](64, 64)]
-        assert [n for n, _ in made] == names
-        said = {n: a.setting()["segments_expandable"] for n, a in made}
+                           ("torch-async", ["PyTorch cudaMallocAsync", "one buffer (PyTorch loop, cudaMallocAsync's process)",
+                                            "PyTorch cudaMallocAsync (again)"])):
+        made = [(name, make(True), fields) for name, make, fields in rep.settings(library, 64, 64)]
+        assert [n for n, _, _ in made] == names
+        said = {n: a.setting()["segments_expandable"] for n, a, _ in made}
         if library == "torch":
             assert said == {names[0]: ["False"], names[1]: None, names[2]: ["True"]}  # the floor makes no segment to ask about
             assert fake.calls == ["expandable_segments:False", "expandable_segments:False", "expandable_segments:True"]
-        else:
-            assert said == {names[0]: None, names[1]: None} and len(fake.calls) == 3  # nothing switched under the async backend
+        else:  # nothing switched under the async backend; the A/A twin says what it repeats
+            assert said == dict.fromkeys(names) and len(fake.calls) == 3
+            assert [f for _, _, f in made] == [{}, {}, {"again_of": "PyTorch cudaMallocAsync"}]
 
 
 def switch_ignored(file, args):
     """PyTorch's native process, where the run-time switch to expandable_segments did not take."""
     out = canned()(file, args)
     if file == "replay_alloc.py" and args[0] == "torch":
-        for p in args[1:args.index("--footprint")]:
+        for p in [a for a in args[1:args.index("--footprint")] if a != "--pair"]:
             t = W.Trace.parse(Path(p).read_text())
             for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
                 out.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
@@ -438,7 +458,8 @@ def test_the_reference_sets_name_the_same_winners(monkeypatch):
 
     from streamalloc import replay
 
-    sets = [s for s in replay.available() if not replay.supplement(s) and (replay.root() / s / NAME).is_dir()]
+    sets = [s for s in replay.available() if not replay.supplement(s) and not replay.another_model(s)
+            and (replay.root() / s / NAME).is_dir()]
     assert len(sets) >= 2, f"two reference sets of {NAME}: {sets}"
     got = {}
     for name in sets:
@@ -484,10 +505,10 @@ def test_pytorch_s_current_stream_is_switched_only_where_the_trace_changes_strea
         Stream=lambda: f"stream {next(streams)}", set_stream=calls.append, default_stream=lambda: "default")
     fake = types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=lambda n, dtype=None, device=None: Tensor(n))
     monkeypatch.setitem(sys.modules, "torch", fake)
-    ns = replayer(monkeypatch, "torch-async")
-    a = ns["Torch"]("PyTorch cudaMallocAsync")
+    rep = replayer()
+    a = rep.Torch("PyTorch cudaMallocAsync")
     events = [("a", 0, 10, 0), ("a", 1, 11, 1), ("a", 2, 12, 1), ("f", 0), ("f", 1), ("f", 2), ("s",)]
-    ns["replay"](events, a, False)
+    rep.replay(events, a, False)
     assert calls == ["stream 0", "stream 1", "stream 0", "stream 1"], calls  # four changes of stream, no more
     assert seen == [("alloc", 10, "stream 0"), ("alloc", 11, "stream 1"), ("alloc", 12, "stream 1"),
                     ("free", 10, "stream 0"), ("free", 11, "stream 1"), ("free", 12, "stream 1")], seen
@@ -502,5 +523,407 @@ def test_the_python_replayer_without_a_trace_says_how_to_call_it(args, tmp_path)
     (tmp_path / "replay_alloc.py").write_text(programs()["replay_alloc.py"])
     done = subprocess.run([sys.executable, str(tmp_path / "replay_alloc.py"), *args], capture_output=True, text=True,
                           timeout=60)
-    assert done.returncode != 0 and "usage: replay_alloc.py <library> <trace>..." in done.stderr, done
+    assert done.returncode != 0 and "usage: replay_alloc.py <library> [--pair] <trace>..." in done.stderr, done
     assert "Traceback" not in done.stderr and not done.stdout, done
+
+
+# -- the recordings: what each replay reports in use is the trace's -----------------------------------------------
+def recorded_runs(folder: Path, program: str) -> list[dict]:
+    """(args, records) of each recorded run of `program` in a set's folder of lesson 08 (none where it has none)."""
+    from streamalloc import measure, replay
+    path = folder / f"{program}.json"
+    return [(r["args"], measure.parse(r.get("stdout", ""))) for r in replay.read_runs(path).values()] \
+        if path.is_file() else []
+
+
+def recorded_traces(folder: Path) -> dict:
+    """{name: Trace} of the traces 08 replays, rebuilt from the set's own recordings of the programs that made them
+    (as section 1 and section 5 build them: the hook's log, converted, is "cupy_hook_log")."""
+    from streamalloc import traces
+    got = {"built to fragment": W.built_to_fragment(), "built to fragment, one stream": W.built_to_fragment().one_stream()}
+    for args, records in recorded_runs(folder, "torch_step"):
+        got["PyTorch training step"] = W.from_address_events("", "", [s["events"] for s in records[1:]])
+    for args, records in recorded_runs(folder, "cupy_filter"):
+        if args[0] == "hook":
+            got["CuPy filter pipeline"] = W.from_address_events("", "", [r["events"] for r in records])
+            got["cupy_hook_log"] = traces.from_cupy_hook("".join(json.dumps(r) + "\n" for r in records))
+        elif not records[0].get("skipped"):
+            got["CuPy filter pipeline, RMM's log"] = W.from_rmm_csv("", "", records[0]["rmm_csv"],
+                                                                   records[0]["step_rows"])
+    return got
+
+
+def near(value: int, target: int) -> bool:
+    """Within an allocator's rounding of `target`: 3 %, or 8 MiB for a small trace."""
+    return abs(value - target) <= max(0.03 * target, 8 * MiB)
+
+
+def replays_of(folder: Path):
+    """(trace's name, record) of every replay recorded in the set, C++ and Python (skipped libraries left out); a
+    C++ run's trace is told by its file (slug of the name), and its peak is held to the rebuilt trace's."""
+    known = recorded_traces(folder)
+    by_file = {W.slug(name): name for name in known}
+    for args, records in recorded_runs(folder, "replay_trace"):
+        name = by_file[args[0].split("#", 1)[0].removesuffix(".trace")]
+        assert records[0]["trace_peak"] == known[name].stats()["peak"], f"{folder}: {name}, rebuilt otherwise"
+        yield from ((name, r) for r in records[1:])
+    for _, records in recorded_runs(folder, "replay_alloc"):
+        yield from ((r["trace"], r) for r in records if "allocator" in r and not r.get("skipped"))
+
+
+def calibration_problems(folder: Path) -> tuple[int, list[str]]:
+    """How many replays a set holds, and what is wrong with them: every setting's peak in use is the trace's peak
+    (within its rounding), and reports no less reserved than that; a floor holds one buffer, the trace's largest
+    block (the smaller of what it reports in use and reserved: replay_trace.cu counts the trace's bytes in use for
+    every setting, reading no library, so there what it holds is cudaMemGetInfo's)."""
+    known = {name: t.stats() for name, t in recorded_traces(folder).items()}
+    seen, problems = 0, []
+    for name, r in replays_of(folder):
+        s = known[name]
+        seen += 1
+        said = f"{folder.parent.name}: {name}, {r['allocator']} ({r.get('process', 'C++')}):"
+        if W.is_floor(r):
+            held = min(r["peak_in_use"], r["peak_reserved"])
+            if not near(held, s["largest"]):
+                problems.append(f"{said} a floor holds {held / MiB:.1f} MiB, not one buffer of {s['largest'] / MiB:.1f}")
+            continue
+        if not near(r["peak_in_use"], s["peak"]):
+            problems.append(f"{said} peak in use {r['peak_in_use'] / MiB:.1f} MiB, the trace's {s['peak'] / MiB:.1f}")
+        if r["peak_reserved"] < r["peak_in_use"]:
+            problems.append(f"{said} reserved {r['peak_reserved'] / MiB:.1f} MiB, less than in use")
+    return seen, problems
+
+
+def test_every_recorded_setting_holds_the_trace_s_peak_and_a_floor_one_buffer():
+    """From every committed set of 08's recordings (whichever are there: a set re-recorded replaces its runs), no replay
+    measures the replayer's own buffers: each setting's peak in use is the trace's peak, within 3 % or 8 MiB (the
+    allocator's rounding), it reports at least that reserved, and each floor holds one buffer of the trace's largest
+    block. (The runs recorded before replay_alloc.py let go of its settings' buffers fail here: every PyTorch setting
+    held the warm-up's 84 MiB buffer beside the trace's.)"""
+    from streamalloc import replay
+    folders = [replay.root() / s / NAME for s in replay.available() if (replay.root() / s / NAME).is_dir()]
+    seen, problems = 0, []
+    for folder in folders:
+        n, wrong = calibration_problems(folder)
+        seen, problems = seen + n, problems + wrong
+    assert seen, f"no replay of 08 is recorded in {folders}"
+    assert not problems, f"{len(problems)} of {seen} replays measure more than the trace:\n" + "\n".join(problems)
+
+
+def test_the_calibration_check_finds_a_replayer_s_own_buffer(tmp_path):
+    """calibration_problems on a set made here: a replay that holds the trace and nothing more passes; one that holds a
+    buffer of its own beside it (in use, in its floor, or reserved below what it reports in use) is named."""
+    from streamalloc import replay
+    folder = tmp_path / "set" / NAME
+    folder.mkdir(parents=True)
+    t = W.built_to_fragment()
+    s = t.stats()
+    extra = 84 * MiB
+
+    def record(r):
+        return {"trace": t.name, "allocator": r[0], "process": "torch", "peak_in_use": r[1], "peak_reserved": r[2]}
+
+    def write(rows):
+        runs = {"k": {"args": ["torch"], "source_sha": "x", "stdout": "".join(json.dumps(record(r)) + "\n" for r in rows)}}
+        (folder / "replay_alloc.json").write_text(json.dumps({"runs": runs}))
+        return calibration_problems(folder)
+
+    right = [("PyTorch native", s["peak"] + MiB, s["peak"] + 40 * MiB), ("one buffer (PyTorch loop)", s["largest"],
+                                                                           s["largest"] + 2 * MiB)]
+    assert write(right) == (2, []), "within the rounding"
+    assert replay.read_runs(folder / "replay_alloc.json")
+    for wrong, what in (([("PyTorch native", s["peak"] + extra, s["peak"] + extra)], "peak in use"),
+                        ([("one buffer (PyTorch loop)", s["largest"] + extra, s["largest"] + extra)], "a floor holds"),
+                        ([("PyTorch cudaMallocAsync", s["peak"], s["peak"] - 40 * MiB)], "less than in use")):
+        n, problems = write(wrong)
+        assert n == 1 and len(problems) == 1 and what in problems[0], problems
+
+
+# -- replay_alloc.py: no buffer of its own outlives its setting --------------------------------------------------
+class Memory:
+    """A stand-in for PyTorch's and CuPy's arrays, counting the ones alive: an array made by `empty`, and a view of
+    it (a slice), which keeps it alive as a real view keeps its storage."""
+
+    def __init__(self):
+        import weakref
+        self.alive = weakref.WeakSet()
+
+    def empty(self, n, *args, **kwargs):
+        memory = self
+
+        class Array:
+            def __init__(self, nbytes, base=None):
+                self.nbytes, self.base = nbytes, base
+                if base is None:
+                    memory.alive.add(self)
+
+            def __getitem__(self, cut):
+                return Array(min(self.nbytes, cut.stop or self.nbytes), self.base or self)
+
+            def fill(self, value):
+                return self
+
+            fill_ = fill
+
+            def data_ptr(self):
+                return id(self)
+
+        return Array(n)
+
+    def torch(self):
+        import types
+        cuda = types.SimpleNamespace(
+            empty_cache=lambda: None, reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
+            memory_stats_as_nested_dict=lambda: {}, memory_stats=lambda: {}, Stream=object, set_stream=lambda s: None,
+            default_stream=lambda: None, memory=types.SimpleNamespace(_snapshot=lambda: {"segments": []}))
+        return types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=self.empty,
+                                     _C=types.SimpleNamespace(_accelerator_setAllocatorSettings=lambda conf: None))
+
+    def cupy(self):
+        import contextlib
+        import types
+        memory = self
+
+        class Pool:
+            def __init__(self):
+                self.held = []
+
+            def malloc(self, n):
+                return n
+
+            def used_bytes(self):
+                return 0
+
+            total_bytes = used_bytes
+
+            def free_all_blocks(self):
+                pass
+
+        allocator = {}
+        cuda = types.SimpleNamespace(MemoryPool=Pool, MemoryAsyncPool=Pool, get_default_memory_pool=Pool,
+                                     set_allocator=lambda f: allocator.update(now=f),
+                                     Stream=lambda non_blocking=False: contextlib.nullcontext(),
+                                     Device=lambda: types.SimpleNamespace(synchronize=lambda: None))
+        return types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=memory.empty,
+                                     get_default_memory_pool=Pool)
+
+
+@pytest.mark.parametrize("library", ["torch", "torch-async", "cupy"])
+def test_no_buffer_of_the_replayer_outlives_its_setting(library, monkeypatch):
+    """Each setting is made only when nothing of the one before is alive (no array, no view of its one buffer, which
+    would keep the buffer: a library would count it in use beside the trace), through the sampled passes and every
+    round; the warm-up leaves nothing either. On stand-ins of PyTorch's and CuPy's arrays that count what is alive."""
+    memory = Memory()
+    monkeypatch.setitem(sys.modules, "torch", memory.torch())
+    monkeypatch.setitem(sys.modules, "cupy", memory.cupy())
+    rep = replayer()
+    t = W.built_to_fragment(steps=3)
+    peak, largest = rep.trace_facts(t.events)
+    made = []
+
+    def fresh(name, make):
+        def build(first):
+            assert not memory.alive, f"{name} is made while {len(memory.alive)} array(s) of another setting live"
+            made.append(name)
+            return make(first)
+        return build
+
+    list(rep.warm_up(library, t.events))
+    assert not memory.alive, "the warm-up's floor let go of its buffer"
+    settings = [(name, fresh(name, make), fields) for name, make, fields in rep.settings(library, largest, peak)]
+    list(rep.measure(t.name, t.events, settings, 2))
+    assert not memory.alive and len(made) == 3 * len(settings), made
+
+
+def test_the_floor_reports_one_buffer_of_the_trace_s_largest_block(monkeypatch):
+    """CuPy's floor says it holds its one buffer (the trace's largest block), in use and reserved, as PyTorch's says
+    through memory_allocated(): what the recordings' test holds a floor to."""
+    memory = Memory()
+    monkeypatch.setitem(sys.modules, "cupy", memory.cupy())
+    rep = replayer()
+    floor = rep.CuPy("one buffer (CuPy loop)", None, 1234)
+    assert floor.in_use(live=99) == floor.reserved() == 1234
+    floor.close()
+    assert not memory.alive
+
+
+# -- replay_alloc.py --pair: PyTorch's two processes take turns round by round --------------------------------------
+def paired(rep, units, follower=None):
+    """Native's side (the leader) and cudaMallocAsync's (`follower`, or one that runs every unit) run their units in two
+    threads through Turns, as the two processes do: [(side, unit, "start" | "end")] in the order they ran, and the
+    leader's end ("exit: <message>" where it stopped)."""
+    import threading
+    log, lock = [], threading.Lock()
+
+    def note(*what):
+        with lock:
+            log.append(what)
+
+    def side(library):
+        turns = rep.Turns(library, units, timeout=10)
+        for k in range(units):
+            turns.before(k)
+            note(library, k, "start")
+            time.sleep(0.002)  # another part running now would show between start and end
+            note(library, k, "end")
+            turns.after(k)
+        turns.finish()
+
+    def leader():
+        try:
+            side("torch")
+            note("torch", "done")
+        except SystemExit as e:
+            note("torch", f"exit: {e}")
+
+    threads = [threading.Thread(target=leader), threading.Thread(target=follower or (lambda: side("torch-async")))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return log
+
+
+def test_pytorch_s_two_processes_take_turns_unit_by_unit_in_alternating_order(monkeypatch, tmp_path):
+    """With --pair, unit k (the warm-up, a trace's sampled passes, a round) runs native's part then cudaMallocAsync's
+    where k is even, the other way round where k is odd: one part at a time, round r of one next to round r of the
+    other, and native's process (which holds the GPU's turn for both) ends after the other's last part."""
+    monkeypatch.setenv("STREAMALLOC_GPU_TURN", str(tmp_path / ".gpu_turn"))
+    log = paired(replayer(), 5)
+    parts = [e[:2] for e in log if e[-1] == "start"]
+    L, F = "torch", "torch-async"
+    assert parts == [(L, 0), (F, 0), (F, 1), (L, 1), (L, 2), (F, 2), (F, 3), (L, 3), (L, 4), (F, 4)], parts
+    starts_and_ends = [e for e in log if len(e) == 3]
+    assert all(a[:2] == b[:2] and (a[2], b[2]) == ("start", "end")
+               for a, b in zip(starts_and_ends[::2], starts_and_ends[1::2])), "one part at a time"
+    assert log[-1] == (L, "done") and log[-2] == (F, 4, "end"), "the leader's turn ends after the other's last part"
+
+
+def test_a_pair_whose_other_process_ends_early_stops_with_a_message(monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMALLOC_GPU_TURN", str(tmp_path / ".gpu_turn"))
+    rep = replayer()
+
+    def quits():
+        turns = rep.Turns("torch-async", 3, timeout=10)
+        turns.peer.close()  # it crashed after it connected
+
+    log = paired(rep, 3, follower=quits)
+    assert log[-1] == ("torch", "exit: replay_alloc.py --pair: the other PyTorch process ended before its turn was done")
+    with pytest.raises(SystemExit, match="must start together"):
+        monkeypatch.delenv("STREAMALLOC_GPU_TURN")
+        rep.Turns("torch", 3)
+
+
+# -- your trace: timed through the library that recorded it -------------------------------------------------------
+@pytest.mark.parametrize("library, timed", [("torch", {"torch", "torch-async"}), ("cupy", {"cupy"}), ("rmm", {"rmm"}),
+                                            ("", set()), ("jax", set())])
+def test_your_trace_is_timed_through_the_library_that_recorded_it(library, timed, tmp_path):
+    """A PyTorch snapshot through native, expandable_segments (the torch process) and cudaMallocAsync, paired; a CuPy
+    log through CuPy's pools; an RMM log through RMM's; every other library for the footprint only; a trace that names
+    no library (or one the course does not know) for the footprint only, everywhere. A library whose modules are
+    missing is left out."""
+    file = tmp_path / "mine.trace"
+    runs = W.your_runs(file, library, available=lambda mods: True)
+    assert set(runs) == set(W.REQUIRES)
+    for lib, (program, args, requires) in runs.items():
+        assert program == "replay_alloc.py" and args[0] == lib and args[-1] == str(file) and requires == W.REQUIRES[lib]
+        assert ("--footprint" not in args) == (lib in timed), (lib, args)
+        assert ("--pair" in args) == (lib in W.PAIRED), "PyTorch's two processes take turns, timed or not"
+    assert set(W.your_runs(file, library, available=lambda mods: mods != ("torch",))) == {"cupy", "rmm"}
+
+
+def test_an_a_a_check_that_names_a_winner_fails_the_cell(tmp_path):
+    """cudaMallocAsync against itself (the A/A twin) must come out a tie: a twin far from its setting is a false winner,
+    which the cell refuses; the same figures pass (test_the_cells_run_on_canned_output_and_conclude_from_it)."""
+    with pytest.raises(AssertionError, match="the A/A check named a winner"):
+        run_cells(NAME, lesson_08(tmp_path, canned(again_us=300.0)))
+
+
+def test_your_trace_live_replays_a_snapshot_through_pytorch_s_three_allocators_and_says_so(tmp_path, monkeypatch):
+    """Live, a PyTorch snapshot is converted (it names PyTorch), replayed by replay_trace.cu in W.ROUNDS rounds and by
+    every library's replay_alloc.py, PyTorch's two processes timed and paired, the rest for the footprint; the text says
+    which. On a stand-in lesson whose programs print canned records."""
+    import pickle
+    from test_traces import snapshot
+    monkeypatch.setattr(sa.lesson, "missing_modules", lambda mods: [])  # every library installed
+    path = tmp_path / "model.pickle"
+    path.write_bytes(pickle.dumps(snapshot()))
+    lesson = StandIn(tmp_path, canned(), live=True, name=NAME)
+    shown = W.your_trace(lesson, path)
+    asked = {args[0]: args for file, args, _ in lesson.asked if file == "replay_alloc.py"}
+    assert [a for f, a, _ in lesson.asked if f == "replay_trace.cu"][0][1:] == ["all", "0", str(W.ROUNDS)]
+    assert "--footprint" not in asked["torch"] + asked["torch-async"] and "--pair" in asked["torch-async"]
+    assert "--footprint" in asked["cupy"]
+    assert "recorded by PyTorch" in shown[0].data and "PyTorch's allocators timed" in shown[0].data
+
+
+FAKE_TORCH = '''"""A stand-in for torch, enough for replay_alloc.py to run without a GPU: each array it makes is noted in the file
+$FAKE_TORCH_LOG with the process's backend, so that a test sees which process ran when."""
+import os
+import types
+
+__version__ = "0.0+fake"
+_backend = "cudaMallocAsync" if "cudaMallocAsync" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") else "native"
+uint8 = "uint8"
+
+
+class _Array:
+    def __init__(self, n, base=None):
+        self.n, self.base = n, base
+
+    def __getitem__(self, cut):
+        return _Array(min(self.n, cut.stop or self.n), self.base or self)
+
+    def fill_(self, value):
+        return self
+
+    def data_ptr(self):
+        return id(self)
+
+
+def empty(n, dtype=None, device=None):
+    with open(os.environ["FAKE_TORCH_LOG"], "a") as log:
+        log.write(_backend + "\\n")
+    return _Array(n)
+
+
+def _nothing(*args, **kwargs):
+    return None
+
+
+cuda = types.SimpleNamespace(
+    is_available=lambda: True, mem_get_info=lambda: (1 << 30, 2 << 30), empty_cache=_nothing,
+    reset_peak_memory_stats=_nothing, synchronize=_nothing, memory_stats_as_nested_dict=dict, memory_stats=dict,
+    Stream=object, set_stream=_nothing, default_stream=_nothing,
+    memory=types.SimpleNamespace(get_allocator_backend=lambda: _backend, _snapshot=lambda: {"segments": []}))
+_C = types.SimpleNamespace(_accelerator_setAllocatorSettings=_nothing)
+'''
+
+
+def test_pytorch_s_two_processes_pair_their_rounds_as_programs(tmp_path):
+    """replay_alloc.py torch --pair and torch-async --pair, started together as sa.together.run starts them (the turn
+    file named, each saying when its imports are done): both replay every unit, native's process takes the GPU's turn
+    and cudaMallocAsync's never runs outside it, their parts alternating; each record says whom it took turns with.
+    On a stand-in of torch that notes which process made each array."""
+    import subprocess
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    (tmp_path / "replay_alloc.py").write_text(programs()["replay_alloc.py"])
+    trace = W.built_to_fragment(steps=3).write(tmp_path)
+    log, turn = tmp_path / "made.log", tmp_path / ".gpu_turn"
+    turn.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "FAKE_TORCH_LOG": str(log), "STREAMALLOC_GPU_TURN": str(turn)}
+    procs = {lib: subprocess.Popen([sys.executable, str(tmp_path / "replay_alloc.py"), lib, "--pair", str(trace)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for lib in ("torch-async", "torch")}
+    out = {lib: p.communicate(timeout=120) for lib, p in procs.items()}
+    assert all(p.returncode == 0 for p in procs.values()), out
+    assert turn.read_bytes() == b"..", "both said their imports were done"
+    for lib, (stdout, _) in out.items():
+        records = [json.loads(line) for line in stdout.splitlines() if '"allocator"' in line]
+        assert len(records) == 3 and all(r["rounds"] == W.ROUNDS and r["turns_with"] != lib for r in records), records
+    runs = [key for key, _ in itertools.groupby(log.read_text().split())]  # whose parts, in the order they ran
+    units = 1 + 1 + W.ROUNDS  # the warm-up, the sampled passes, the rounds
+    expected = [who for k in range(units) for who in (("native", "cudaMallocAsync") if k % 2 == 0 else
+                                                       ("cudaMallocAsync", "native"))]
+    assert runs == [key for key, _ in itertools.groupby(expected)], runs

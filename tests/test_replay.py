@@ -145,7 +145,7 @@ def test_the_recorder_writes_to_the_named_set_and_replay_reads_the_reference(rec
     monkeypatch.delenv("STREAMALLOC_REFERENCE")
     monkeypatch.setenv("STREAMALLOC_RECORD_TO", replay.DEFAULT_REFERENCE)
     replay.save(M, "00_setup", "prog", "src", [], {"stdout": "default"})
-    assert replay.reference() == replay.DEFAULT_REFERENCE == "nvidia-h100-80gb-hbm3"
+    assert replay.reference() == replay.DEFAULT_REFERENCE == "nvidia-h200"
     monkeypatch.setenv("STREAMALLOC_RECORD_TO", "Not A Slug")
     with pytest.raises(ValueError, match="not-a-slug"):
         replay.save(M, "00_setup", "prog", "src", [], {})

@@ -220,6 +220,40 @@ def test_a_pytorch_snapshot_becomes_steps_at_its_low_points(tmp_path):
     assert cut.stats()["steps"] == 1 and "kept the first 1 of 3 steps" in cut.how
 
 
+def test_a_snapshot_frees_a_block_where_the_program_let_go_of_it(tmp_path):
+    """Tensor.record_stream delays a block's free_completed (the allocator waits for the other stream's work) past
+    the program's free_requested: the trace frees it where the program did, so what the trace holds at its peak is
+    what the program asked for, not what the allocator kept waiting."""
+    snap = {"device_traces": [[entry("alloc", 1000, 100), entry("alloc", 2000, 50), entry("free_requested", 1000, 100),
+                               entry("alloc", 3000, 30), entry("free_completed", 1000, 100),
+                               entry("free_requested", 2000, 50), entry("free_completed", 2000, 50),
+                               entry("free_requested", 3000, 30), entry("free_completed", 3000, 30)]]}
+    t = T.from_torch_snapshot(snap)
+    assert t.stats()["peak"] == 150 and t.stats()["frees"] == 3  # 180 had it waited for free_completed
+    only_completed = {"device_traces": [[e for e in snap["device_traces"][0] if e["action"] != "free_requested"]]}
+    assert T.from_torch_snapshot(only_completed).stats()["peak"] == 180  # an older history: its only frees
+
+
+@pytest.mark.parametrize("make, library", [
+    (lambda p: T.from_torch_snapshot(snapshot()), "torch"), (lambda p: T.from_cupy_hook(hook_log()), "cupy"),
+    (lambda p: T.from_rmm_csv("r", "test", RMM), "rmm")])
+def test_a_converted_trace_names_the_library_that_recorded_it_and_both_readers_read_it(make, library, reader,
+                                                                                        tmp_path):
+    """The origin is a comment ("# library: torch") after the name, the source and the steps: traces.py reads it back,
+    the C++ reader (and replay_alloc.py's, tests/test_nb08) skips it as any comment and reads the same events."""
+    trace = make(tmp_path)
+    path = trace.write(tmp_path)
+    assert trace.library == library and f"\n# library: {library}\n" in path.read_text()
+    again = T.load(path)
+    assert (again.library, again.how, again.events) == (library, trace.how, trace.events)
+    s = again.stats()
+    rc, out, err = cpp(reader, path)
+    assert rc == 0 and json.loads(out)["events"] == s["events"] and json.loads(out)["peak"] == s["peak"], err
+    assert T.convert(path).library == library, "a course trace converted again keeps its origin"
+    assert T.summary(again).endswith(f"; recorded by {T.LIBRARIES[library]}")
+    assert T.Trace.parse("# made by hand\n# test\na 0 8 0\ns\n").library == "", "no comment, no origin"
+
+
 def test_a_small_dip_is_not_a_step_end():
     """Measured on the H100: a real snapshot of two training steps (torch_step.py 2) had lows at every weight's
     creation; only a fall after a rise of a quarter of the history's range ends a step."""
@@ -331,6 +365,7 @@ def test_the_command_converts_each_format_and_says_what_it_wrote(capsys, tmp_pat
         assert (rc, err) == (0, "") and s["steps"] == steps
         assert said.startswith(f"{out}: {s['events']:,} events, {steps} steps, {s['streams']} streams, "
                                f"peak {s['peak'] / MiB:,.1f} MiB{how}") and len(said.splitlines()) == 1
+        assert t.library == {snap: "torch", log: "cupy", csv: "rmm", course: ""}[src], "the converter names its origin"
     assert T.load(tmp_path / "out" / "deeper" / "c.trace").events == T.built_to_fragment().events
 
 

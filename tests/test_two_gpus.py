@@ -38,7 +38,7 @@ def record_on_two(prog, args=("1",), stdout='{"gpus": 2}\n'):
 
 def test_not_yet_recorded_says_so(setup):
     les = start()
-    assert les.reference_gpu == "nvidia-h100-80gb-hbm3"
+    assert les.reference_gpu == replay.DEFAULT_REFERENCE
     assert les.machine_with(2) is None
     with pytest.raises(NotYetRecorded, match="has not yet run on 2 GPUs") as e:
         les.run(setup, [1], gpus=2)

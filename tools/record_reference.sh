@@ -3,7 +3,7 @@
 #
 #   tools/record_reference.sh cuda13
 #       recordings/<gpu>/ (the default reference): every lesson and solution live, with this machine's CuPy
-#       and nvcc as they are (the H100 reference: cupy-cuda13x, nvcc 13).
+#       and nvcc as they are (the H200 reference: cupy-cuda13x, nvcc 13).
 #
 #   tools/record_reference.sh cuda12 CUDA12_HOME SITE12
 #       recordings/<gpu>-cuda12/: the CUDA 12 stack a Colab learner has, on a T4-like budget. CuPy comes from

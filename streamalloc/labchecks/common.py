@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .. import checks, cppsource, measure
+from .. import checks, cppsource, measure, ordering
 from ..calls import SYNCS  # noqa: F401  (host waits; the labs' checks take them from here)
 from ..measure import MiB  # noqa: F401  (the labs' checks take it from here)
 
@@ -95,15 +95,16 @@ def leaked(report, used_before: int, used_after: int, per_buffer: int, where: st
 
 
 def never_named(report, src: str, needed: dict) -> bool:
-    """A call whose name appears nowhere in the file (comments aside) is not made: wrong, whatever the run. Token
-    pasting (##) can build a name the text does not hold: then nothing is said. True if one was missing."""
+    """A call whose name appears nowhere in the file (comments aside) is not made: wrong, whatever the run. A file that
+    names its driver twin (cuMemAllocAsync for cudaMallocAsync: streamalloc/ordering.py) names the call. Token pasting
+    (##) can build a name the text does not hold: then nothing is said. True if one was missing."""
     text = cppsource.strip_comments(src)
     if "##" in text:
         return False
     missing = {}
     for names, why in needed.items():
         names = (names,) if isinstance(names, str) else names
-        if not any(re.search(rf"\b{n}\b", text) for n in names):
+        if not any(re.search(rf"\b{n}\b", text) for name in names for n in (name, *ordering.driver_twins(name))):
             missing.setdefault(why, []).append(" or ".join(names))
     for why, group in missing.items():
         report.wrong(f"{checks.english(group)} {'is' if len(group) == 1 else 'are'} not called (the file never "

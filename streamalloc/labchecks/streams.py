@@ -21,16 +21,18 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .. import cppsource
+from .. import cppsource, ordering
 
 DEFAULT = "the default stream"
-RECORDS = ("cudaEventRecord", "cudaEventRecordWithFlags")
-ENQUEUED = {  # API: (index of the stream argument (-1: last), index of the pointer argument or None)
-    "cudaMallocAsync": (-1, 0), "cudaMallocFromPoolAsync": (-1, 0), "cudaFreeAsync": (1, 0),
-    "cudaMemsetAsync": (3, 0), "cudaMemcpyAsync": (4, 0), "cudaGraphLaunch": (1, 0), "cudaGraphUpload": (1, 0),
-    "cudaStreamBeginCapture": (0, None), "cudaStreamEndCapture": (0, None),
-}
-HOST_WAITS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize")
+# What the reading follows, from the one table of CUDA's ordering rules (streamalloc/ordering.py). A driver call is read
+# as its runtime twin (cuMemFreeAsync as cudaFreeAsync): the same stream and pointer arguments, the same order.
+RECORDS = tuple(ordering.written("cudaEventRecord"))
+CAPTURE = ("cudaStreamBeginCapture", "cudaStreamEndCapture")
+ENQUEUED = {  # API as written: (index of the stream argument (-1: last), index of the pointer argument or None)
+    name: (r.stream, r.ptr) for r in ordering.RULES
+    if (r.enqueues == "stream" and r.stream is not None and r.call != "cudaEventRecord") or r.call in CAPTURE
+    for name in ordering.written(r.call)}
+HOST_WAITS = ordering.recorded(waits="always")
 SAME_AS = {"cudaMallocFromPoolAsync": "cudaMallocAsync"}  # asked for by name, one counts as the other
 NAME = re.compile(r"[A-Za-z_]\w*")
 
@@ -130,7 +132,8 @@ class Order:
     # -- reading --------------------------------------------------------------------------------------------
     def _read(self):
         code = self.code
-        apis = "|".join((*ENQUEUED, *RECORDS, "cudaStreamWaitEvent", *HOST_WAITS, "cudaFree"))
+        apis = "|".join(n for call in (*HOST_WAITS, "cudaStreamWaitEvent", "cudaFree") for n in ordering.written(call))
+        apis = "|".join((*ENQUEUED, *RECORDS, apis))
         a, b = self.within
         for m in re.finditer(rf"\b(?P<api>{apis})\s*\(|\b(?P<kernel>\w+)\s*<<<", code[a:b]):
             start, end = a + m.start(), a + m.end()
@@ -143,7 +146,7 @@ class Order:
                 self._add(Op(m["kernel"], start, self.handle(written),
                              ptr=self.canonical(args[0]) if args else None, args=args, written=written or "0"))
                 continue
-            api, args = m["api"], tuple(cppsource.call_arguments(code, start))
+            api, args = ordering.DRIVER.get(m["api"], m["api"]), tuple(cppsource.call_arguments(code, start))
             if api in ENQUEUED:
                 s, p = ENQUEUED[api]
                 written = (args[s] if args and (s < 0 or len(args) > s) else "")

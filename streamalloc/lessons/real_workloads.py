@@ -40,7 +40,11 @@ def size(n: int) -> str:
 
 
 # -- the replays' records --------------------------------------------------------------------------------------
-ROUNDS = 5  # the replayers time each setting in this many rounds (replay_trace.cu's and replay_alloc.py's ROUNDS)
+ROUNDS = 9  # the replayers time each setting in this many rounds (replay_alloc.py's ROUNDS; replay_trace.cu's argument)
+# replay_alloc.py's libraries and the modules each needs (RMM replays through CuPy's arrays, and says where RMM is
+# missing); PyTorch's two backends are two processes whose rounds take turns (--pair), so that they pair round by round
+REQUIRES = {"cupy": ("cupy",), "torch": ("torch",), "torch-async": ("torch",), "rmm": ("cupy",)}
+PAIRED = ("torch", "torch-async")
 BUSY_US = 50  # µs of GPU work per block for the busy-GPU replay: tens of µs, as a small layer's kernels take
 
 
@@ -184,6 +188,7 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
                     "grew / shrank (warm)": f"{r['grows_warm']} / {r['shrinks_warm']}",
                     "note": "the floor of its process's loop" if is_floor(r) else
                     "reports less reserved than in use: left out of the conclusions" if not reported(r) else
+                    f"{r['again_of']} again: the A/A check" if r.get("again_of") else
                     NOT_TIMED if not mine else BELOW_FLOOR if mine.median < 0 else ""})
     return out
 
@@ -331,10 +336,28 @@ def hook_log(result, folder) -> Path:
     return path
 
 
+# The libraries that time a trace recorded by each library (its "# library:" comment): the others replay it for its
+# footprint only, a time being compared within one library and a footprint across them
+TIMED_BY = {"torch": PAIRED, "cupy": ("cupy",), "rmm": ("rmm",)}
+
+
+def your_runs(file: Path, library: str, available=None) -> dict:
+    """replay_alloc.py's runs for a learner's trace recorded by `library`: {lib: (file, args, requires)}, the libraries
+    in TIMED_BY[library] timed, every other for its footprint; only those whose modules import (`available`: a
+    function of the module names, lesson.missing_modules by default)."""
+    from ..lesson import missing_modules
+
+    available = available or (lambda mods: not missing_modules(mods))
+    return {lib: ("replay_alloc.py", [lib, *(["--pair"] if lib in PAIRED else []),
+                                      *([] if lib in TIMED_BY.get(library, ()) else ["--footprint"]), str(file)], req)
+            for lib, req in REQUIRES.items() if available(req)}
+
+
 def your_trace(lesson, path, timeout: float = 120) -> list:
     """A learner's trace file (a PyTorch snapshot, a CuPy hook log, an RMM log or a course trace) converted as
-    `python -m streamalloc trace` converts it, then replayed live through replay_trace.cu and replay_alloc.py (PyTorch's
-    allocator for a snapshot, CuPy's for the rest): what to display. In replay nothing can run a new trace."""
+    `python -m streamalloc trace` converts it, then replayed live through replay_trace.cu and replay_alloc.py: the
+    allocators of the library that recorded it timed (TIMED_BY), the rest for the footprint: what to display. In
+    replay nothing can run a new trace."""
     from IPython.display import Markdown
 
     from .. import traces
@@ -348,13 +371,19 @@ def your_trace(lesson, path, timeout: float = 120) -> list:
     except traces.TraceError as e:
         return [Markdown(f"Your trace cannot be replayed: {plots.md(str(e))}")]
     file = mine.write(lesson.build)
-    lib = "torch" if traces.guess_format(Path(path).read_bytes()[:4096]) == "torch" else "cupy"
-    cpp = lesson.run("replay_trace.cu", [str(file), "all"], timeout=timeout)
-    py = lesson.run("replay_alloc.py", [lib, str(file)], timeout=timeout, requires=(lib,))
-    results = [{**r, "trace": mine.name} for r in cpp.records[1:]] + [r for r in py.records if "allocator" in r]
+    cpp = lesson.run("replay_trace.cu", [str(file), "all", "0", str(ROUNDS)], timeout=timeout)
+    runs = your_runs(file, mine.library)  # both PyTorch processes or neither (--pair): they need the same module
+    py = together.run(lesson, runs, timeout=timeout) if runs else {}
+    results = [{**r, "trace": mine.name} for r in cpp.records[1:]] + [
+        r for run in py.values() for r in run.records if "allocator" in r]
+    origin = traces.LIBRARIES.get(mine.library)
+    timed_here = (f"{origin}'s allocators timed, the other libraries' for the footprint" if origin else
+                  "it names no library that recorded it: every library's allocators for the footprint only")
+    left = ", ".join(lib for lib in REQUIRES if lib not in runs)
     return [Markdown(f"`python -m streamalloc trace {plots.md(Path(path).name)} -o {file.name}`: "
-                     f"{plots.md(traces.summary(mine))}"), table(results, mine, cpp.label),
-            Markdown(conclusion(results, mine, plots.short(cpp.label)))]
+                     f"{plots.md(traces.summary(mine))}. Replayed: CUDA's allocators timed, {timed_here}"
+                     + (f" (not here, its modules missing: {left})." if left else ".")),
+            table(results, mine, cpp.label), Markdown(conclusion(results, mine, plots.short(cpp.label)))]
 
 
 def streams_rows(results, two: Trace, one: Trace) -> list[dict]:

@@ -296,7 +296,8 @@ def import_text(platform, got, done) -> str:
         out += (f"; its access from device 0 was '{got['access_before']}' ({got['get_access_before']}); importing the pointer "
                 f"returned {got['import_pointer']}")
         if "ptr_device" in got:
-            out += f", whose attributes name device {got['ptr_device']}, in a process whose only GPU is device 0"
+            out += (f", whose attributes name device {got['ptr_device']}: a number in the importer's own list, whose only GPU, "
+                    "device 0, is not the pool's (the pool's GPU has no number there; section 7's text says why)")
         if "set_access" in got:
             out += f"; cudaMemPoolSetAccess for device 0 returned {got['set_access']} ('{got['access_after']}')"
         if "read" in got:
