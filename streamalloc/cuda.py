@@ -430,22 +430,22 @@ def left_running(killed: list) -> str:
 
 
 def _launched(argv: list, cwd, env):
-    """The program started under the course's launcher (launcher.py), in a process group of its own; and the pipe on
-    which the launcher reports (after the program: read it once stdout and stderr are closed), as a file."""
-    env = dict(os.environ if env is None else env)
-    preload = env.pop("LD_PRELOAD", None)  # the program's (the call recorder): not loaded into the launcher itself
+    """The program started under the course's launcher (launcher.py), in a process group of its own; the pipe on
+    which the launcher reports (after the program: read it once stdout and stderr are closed), as a file; and what to
+    write on the launcher's stdin: the program's environment. The launcher itself runs with an empty one, so that
+    nothing of the program's (the call record's key: calls.Channel) shows in its /proc/<pid>/environ, which the
+    program could read."""
     mine, theirs = os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), str(theirs),
-                                 *(["--preload", preload] if preload else []), *argv],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=cwd, env=env, start_new_session=True, pass_fds=(theirs,))
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), str(theirs), *argv], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env={},
+                                start_new_session=True, pass_fds=(theirs,))
     except BaseException:
         os.close(mine)
         raise
     finally:
         os.close(theirs)
-    return proc, os.fdopen(mine, "rb")
+    return proc, os.fdopen(mine, "rb"), json.dumps(dict(os.environ if env is None else env))
 
 
 def _said(report) -> dict:
@@ -484,10 +484,10 @@ def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, c
     argv = [str(exe), *map(str, args)]
     name = name or program_name(exe)
     start = time.perf_counter()
-    proc, report = _launched(argv, cwd, env)
+    proc, report, environment = _launched(argv, cwd, env)
     with report:
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
+            stdout, stderr = proc.communicate(environment, timeout=timeout)
         except KeyboardInterrupt:  # the notebook was interrupted: the program goes too
             _stop(proc)
             raise

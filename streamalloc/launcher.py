@@ -1,6 +1,6 @@
 """The launcher every program of the course runs under (streamalloc.cuda.run starts it):
 
-    python -I -S launcher.py REPORT_FD [--preload LD_PRELOAD] PROGRAM [ARGS...]
+    python -I -S launcher.py REPORT_FD PROGRAM [ARGS...]    (the program's environment, as JSON, on its stdin)
 
 It makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER, Linux 3.4+): a process the program starts that
 outlives its parent, one that called setsid (a daemon, out of the program's process group) included, becomes the
@@ -11,7 +11,9 @@ stdout open (the caller would wait on it past any timeout) or runs on behind the
 (or {"errno": n} where the program could not be started), and exits as the program did (its status, or its signal).
 
 Run as a script with the standard library alone (no site, no course package), so that it starts in milliseconds.
-`--preload` is the program's LD_PRELOAD (the course's call recorder), given to the program alone.
+It runs with an empty environment of its own and reads the program's from its stdin (the program gets /dev/null
+there): nothing of the program's environment (the call record's key, the recorder's LD_PRELOAD) is in the
+launcher's /proc/<pid>/environ or in the launcher's process itself.
 """
 import ctypes
 import json
@@ -101,9 +103,12 @@ def end_all(spare: int = 0) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    fd, program, env = int(argv[1]), argv[2:], dict(os.environ)
-    if program[:1] == ["--preload"]:
-        env["LD_PRELOAD"], program = program[1], program[2:]
+    fd, program = int(argv[1]), argv[2:]
+    env = json.loads(sys.stdin.buffer.read() or b"{}")
+    null = os.open(os.devnull, os.O_RDONLY)  # the program's stdin
+    os.dup2(null, 0)
+    os.close(null)
+    os.environ["PATH"] = env.get("PATH", os.defpath)  # where posix_spawnp looks for a program named without a path
     os.set_inheritable(fd, False)
     signal.signal(signal.SIGTERM, _stop)
     try:

@@ -338,10 +338,13 @@ def test_a_program_that_leaves_nothing_behind_runs_as_before(tmp_path):
         cuda.run(tmp_path / "no-such-program", timeout=20)
 
 
-def test_the_programs_ld_preload_reaches_it_and_not_the_launcher(tmp_path):
-    """The call recorder is preloaded into the program alone: the launcher above it runs without it."""
+def test_the_programs_environment_reaches_it_and_not_the_launcher(tmp_path):
+    """The program's environment (the call record's key, the recorder's LD_PRELOAD) is the program's alone: the
+    launcher above it, whose /proc/<pid>/environ the program could read, runs with an empty one; stdin is /dev/null."""
     path = tmp_path / "env.py"
-    path.write_text("import os\nlauncher = open(f'/proc/{os.getppid()}/environ', 'rb').read().split(b'\\0')\n"
-                    "print(os.environ.get('LD_PRELOAD'), any(v.startswith(b'LD_PRELOAD=') for v in launcher))\n")
-    done = cuda.run(sys.executable, [path], timeout=20, env={**os.environ, "LD_PRELOAD": "libnothing-here.so"})
-    assert done.stdout.split() == ["libnothing-here.so", "False"], done
+    path.write_text("import os, sys\nlauncher = open(f'/proc/{os.getppid()}/environ', 'rb').read()\n"
+                    "print(os.environ.get('SECRET'), os.environ.get('LD_PRELOAD'), b'SECRET' in launcher, "
+                    "b'LD_PRELOAD' in launcher, repr(sys.stdin.read()))\n")
+    done = cuda.run(sys.executable, [path], timeout=20,
+                    env={**os.environ, "SECRET": "k3y", "LD_PRELOAD": "libnothing-here.so"})
+    assert done.stdout.split() == ["k3y", "libnothing-here.so", "False", "False", "''"], done
