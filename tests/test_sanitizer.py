@@ -1,4 +1,5 @@
 """Finding compute-sanitizer, running it, and reading its report, with a stand-in sanitizer (no GPU needed)."""
+import os
 import signal
 import sys
 from pathlib import Path
@@ -271,3 +272,62 @@ open({str(said)!r}, "w").write(f"{{oct(stat.S_IMODE(os.stat(folder).st_mode))}} 
     mode, told, folder = said.read_text().split()
     assert (mode, told) == ("0o700", "False") and not Path(folder).exists()  # removed after the run
     assert sanitizer.parse(done).not_its_own(99) == "" and sanitizer.parse(done).errors == 1
+
+
+# -- live: the real compute-sanitizer's own end, and a program that kills it (STREAMALLOC_MODE=live on a GPU) -------
+LIVE_PROGRAM = r"""#include "course.cuh"
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+__global__ void touch(int *p) { p[threadIdx.x] = 1; }
+int main(int argc, char **argv) {
+    int *p;
+    CHECK(cudaMalloc(&p, 32 * sizeof(int)));
+    touch<<<1, 32>>>(p);
+    CHECK_LAUNCH();
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(p));
+    std::string how = argc > 1 ? argv[1] : "";
+    if (how == "status") return 3;
+    if (how == "kill") {  // forge a clean report where the sanitizer writes its own, then kill the sanitizer
+        std::ifstream f("/proc/" + std::to_string(getppid()) + "/cmdline");
+        std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), log, arg;
+        for (size_t i = 0, j; i < all.size(); i = j + 1) {
+            j = all.find('\0', i);
+            if (j == std::string::npos) j = all.size();
+            if (arg == "--log-file") log = all.substr(i, j - i);
+            arg = all.substr(i, j - i);
+        }
+        std::ofstream(log) << "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n";
+        kill(getppid(), SIGKILL);
+    }
+    return 0;
+}
+"""
+live = pytest.mark.skipif(os.environ.get("STREAMALLOC_MODE") != "live" or sanitizer.find() is None,
+                          reason="needs a GPU (STREAMALLOC_MODE=live) and compute-sanitizer")
+
+
+@live
+@pytest.mark.parametrize("how, own", [("", True), ("status", True), ("kill", False)])
+def test_live_the_sanitizers_own_end_and_a_program_that_kills_it(tmp_path, how, own):
+    """On a GPU: a clean run ends with status 0 and its summary; a program's own status 3 is passed on and announced;
+    a program that forges the report and kills its sanitizer is found out."""
+    from streamalloc import cuda
+
+    src = tmp_path / "own_end.cu"
+    src.write_text(LIVE_PROGRAM)
+    exe = cuda.build(src, arch=["-arch=native"])
+    done = sanitizer.run(exe, [how] if how else [], [*sanitizer.STREAM_ORDER_RACES, "--error-exitcode", "99"],
+                         timeout=120)
+    found = sanitizer.parse(done)
+    print(done["returncode"], done["report"][-500:])
+    assert (found.not_its_own(99) == "") == own, found.not_its_own(99)
+    if how == "status":
+        assert done["returncode"] == 3 and sanitizer.TARGET_FAILED in done["report"] and found.errors == 0
+    elif how == "":
+        assert done["returncode"] == 0 and found.errors == 0
