@@ -21,6 +21,9 @@ finish():
   a GPU: ...", never "All checks passed"; for the course's own solution (the file is the one in
   solutions/), an error, as a lesson's missing or stale recording is: the course is at fault, not the code.
 
+The verdict is shown as data too (streamalloc.verdict: solved, in progress or not verified, with the first finding),
+which is what the runner and the tests read; the sentences above are for people.
+
 The learner's C++ is read by `streamalloc.cppsource`.
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from . import calls, cppsource, ordering, sanitizer
+from . import calls, cppsource, ordering, sanitizer, verdict
 from .course import REPO, written_files
 from .cuda import NVCC_HELP
 from .errors import (CompileError, CourseError, MissingRecording, NvccNotFound, RecordingError, SanitizerNotFound,
@@ -315,7 +318,10 @@ class Report:
         found = sanitizer.parse(res.data)  # its report file and exit status: nothing the program prints
         how = f"{found.command}; {res.label}"
         flagged = found.found_errors(sanitizer.error_exitcode(tool_args))
-        if flagged is None:
+        forged = found.not_its_own(sanitizer.error_exitcode(tool_args))
+        if forged:
+            self.unverified(what, f"{forged} ({how}). Its last lines:\n{found.tail()}")
+        elif flagged is None:
             self.unverified(what, f"compute-sanitizer wrote no error summary in its report (exit status "
                                   f"{found.returncode}); its last lines:\n{found.tail()}")
         elif not flagged:
@@ -364,16 +370,19 @@ class Report:
         return "\n".join(lines)
 
     def finish(self):
-        """Print the findings; raise LabIncomplete if one is WRONG; say what was not verified, and why."""
+        """Print the findings; show the verdict (streamalloc.verdict: its word as data, its prose for people); raise
+        LabIncomplete if one is WRONG; say what was not verified, and why."""
         print(self)
         if self.failed:
             wrong = [f.text.splitlines()[0] for f in self.items if f.mark == WRONG]
             things = "1 thing" if len(wrong) == 1 else f"{len(wrong)} things"
+            verdict.show(verdict.Verdict(verdict.IN_PROGRESS, wrong[0], f"\nNot solved yet: {things} still wrong."))
             raise LabIncomplete(f"{things} still wrong: " + "; ".join(wrong), wrong)
         unverified = [f for f in self.items if f.mark == UNVERIFIED]
         notes = "; ".join(f.text.splitlines()[0] for f in self.items if f.mark == NOTE)
         if not unverified:
-            print(f"\nPassed, with a note: {notes}" if notes else "\nAll checks passed.")
+            verdict.show(verdict.Verdict(verdict.SOLVED, notes, f"\nPassed, with a note: {notes}" if notes
+                                         else "\nAll checks passed."))
             return
         whats = "; ".join(dict.fromkeys(f.what for f in unverified))
         live = getattr(self.lesson, "live", False)
@@ -388,7 +397,8 @@ class Report:
             raise kind(f"{self.title}: this is the course's own solution, and its check could not verify: {reasons}"
                        + (f"\n{NVCC_HELP}" if isinstance(cause, NvccNotFound) else ""))
         nvcc = any(isinstance(f.cause, NvccNotFound) for f in unverified)
-        print(f"\nPassed what could be checked here; not verified {'here' if live else 'without a GPU'}: {whats}."
-              + (f"\nWith a note: {notes}" if notes else "")
-              + (f"\n{NVCC_HELP}" if nvcc else "")
-              + ("" if live else "\nRun this lab on a GPU (live mode) for the rest of the check."))
+        said = (f"not verified {'here' if live else 'without a GPU'}: {whats}."
+                + (f"\nWith a note: {notes}" if notes else ""))
+        verdict.show(verdict.Verdict(verdict.UNVERIFIED, said.replace("\n", " "), f"\nPassed what could be checked here; "
+                                     + said + (f"\n{NVCC_HELP}" if nvcc else "")
+                                     + ("" if live else "\nRun this lab on a GPU (live mode) for the rest of the check.")))

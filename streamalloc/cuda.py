@@ -15,6 +15,7 @@ import dataclasses
 import errno
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -372,6 +373,7 @@ class Completed:
     stderr: str
     returncode: int
     seconds: float
+    killed: list = dataclasses.field(default_factory=list)  # processes it left running, killed when it ended
 
 
 def program_name(exe: str | os.PathLike) -> str:
@@ -418,35 +420,90 @@ def driver_hint(toolkit: str | None = None, driver_cuda: str | None = None) -> s
     return gpu.insufficient_driver_hint(toolkit or gpu.nvcc_version(), driver_cuda or gpu.driver_cuda_version())
 
 
+LAUNCHER = Path(__file__).parent / "launcher.py"
+STOP_GRACE = 3.0  # s: how long the launcher has to end everything at a timeout before its whole group is killed
+
+
+def left_running(killed: list) -> str:
+    """The processes a program left running, in words ('' for none)."""
+    return f"{len(killed)} process(es) it started still ran, and were killed: {'; '.join(killed)}" if killed else ""
+
+
+def _launched(argv: list, cwd, env):
+    """The program started under the course's launcher (launcher.py), in a process group of its own; the pipe on
+    which the launcher reports (after the program: read it once stdout and stderr are closed), as a file; and what to
+    write on the launcher's stdin: the program's environment. The launcher itself runs with an empty one, so that
+    nothing of the program's (the call record's key: calls.Channel) shows in its /proc/<pid>/environ, which the
+    program could read."""
+    mine, theirs = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), str(theirs), *argv], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env={},
+                                start_new_session=True, pass_fds=(theirs,))
+    except BaseException:
+        os.close(mine)
+        raise
+    finally:
+        os.close(theirs)
+    return proc, os.fdopen(mine, "rb"), json.dumps(dict(os.environ if env is None else env))
+
+
+def _said(report) -> dict:
+    """What the launcher reported ({} where it was killed before it could)."""
+    try:
+        return json.loads(report.read() or b"{}")
+    except ValueError:
+        return {}
+
+
+def _stop(proc: subprocess.Popen) -> tuple[str, str]:
+    """Stop a launched program: the launcher kills it and everything it started (its whole group is killed if the
+    launcher has not ended in time). What the program printed."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.communicate()
+
+
 def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,
         name: str | None = None, env: dict | None = None) -> Completed:
     """Run a program with a list of arguments; raise if it crashes, exits non-zero or runs past the timeout.
 
-    `name` is what the messages call it (by default the built program's name, without its content hash).
+    It runs under the course's launcher (launcher.py): when it ends, or at the timeout, every process it started is
+    killed, its process group and any that left it (setsid) alike, so that the call returns within its timeout; the
+    Completed's `killed` (or the error's message) names those it left running. `name` is what the messages call it
+    (by default the built program's name, without its content hash).
     """
     if isinstance(args, (str, bytes)):
         raise TypeError("pass the program's arguments as a list, not as one string")
     argv = [str(exe), *map(str, args)]
     name = name or program_name(exe)
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
-                            start_new_session=True)  # its own process group, so a hang is killed whole
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except KeyboardInterrupt:  # the notebook was interrupted: the program goes too
-        _kill_group(proc)
-        raise
-    except subprocess.TimeoutExpired:
+    proc, report, environment = _launched(argv, cwd, env)
+    with report:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        stdout, stderr = proc.communicate()
-        raise ProgramTimedOut(
-            f"{name} ran longer than its {timeout:g} s timeout and was killed; it may be hung "
-            f"(waiting on a stream or event that never completes, or in an endless loop).\n"
-            f"Its last output:\n{_tail(stdout + stderr)}", stdout, stderr) from None
+            stdout, stderr = proc.communicate(environment, timeout=timeout)
+        except KeyboardInterrupt:  # the notebook was interrupted: the program goes too
+            _stop(proc)
+            raise
+        except subprocess.TimeoutExpired:
+            stdout, stderr = _stop(proc)
+            left = left_running(_said(report).get("killed", []))
+            raise ProgramTimedOut(
+                f"{name} ran longer than its {timeout:g} s timeout and was killed; it may be hung "
+                f"(waiting on a stream or event that never completes, or in an endless loop)."
+                f"{' ' + left + '.' if left else ''}\nIts last output:\n{_tail(stdout + stderr)}", stdout, stderr
+            ) from None
+        said = _said(report)
+    if "errno" in said:  # as subprocess says that a program cannot be started
+        raise OSError(said["errno"], os.strerror(said["errno"]), argv[0])
     seconds = time.perf_counter() - start
+    killed = said.get("killed", [])
     if proc.returncode != 0:
         if proc.returncode < 0:
             try:
@@ -456,6 +513,7 @@ def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, c
             how += " (it crashed)"
         else:
             how = f"exited with status {proc.returncode}"
-        raise ProgramFailed(f"{name} {how}.{_hint(stderr)}\nIts stderr:\n{_tail(stderr)}", proc.returncode, stdout,
-                            stderr)
-    return Completed(argv[1:], stdout, stderr, proc.returncode, seconds)
+        left = f" ({left_running(killed)})" if killed else ""
+        raise ProgramFailed(f"{name} {how}{left}.{_hint(stderr)}\nIts stderr:\n{_tail(stderr)}", proc.returncode,
+                            stdout, stderr, killed)
+    return Completed(argv[1:], stdout, stderr, proc.returncode, seconds, killed)

@@ -66,9 +66,10 @@ class BuildFailed(CourseError):
 
 
 class ProgramFailed(CourseError):
-    def __init__(self, message: str, returncode: int, stdout: str, stderr: str):
+    def __init__(self, message: str, returncode: int, stdout: str, stderr: str, killed=()):
         super().__init__(message)
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+        self.killed = list(killed)  # processes it left running, killed when it ended (streamalloc/launcher.py)
 
 
 class ProgramTimedOut(CourseError):

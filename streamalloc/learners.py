@@ -6,8 +6,8 @@ build/, tests or tools), under build/preflight/learners/, starts `python -m stre
 (the labs' solutions and the unsolved labs, one notebook after another, as a learner runs them), times each copy,
 and reads each copy's summary. Every verdict must hold as it does for one learner alone: each solution passes, each
 unsolved lab's check raises LabIncomplete (with --notebooks, each lesson passes too). A solution whose check passed
-everything but a timing that the noise could decide ("Passed what could be checked here; not verified here: the
-speed": the noise of a shared GPU) held, since that is the check's right word there; those are counted apart. One
+everything but a timing that the noise could decide (its verdict "not verified: the speed", the noise of a shared
+GPU) held, since that is the check's right word there; those are counted apart. One
 learner alone runs first, as the baseline of the time per learner.
 
 The copies are removed after each size; what was found goes to build/preflight/learners.json, which the preflight's
@@ -29,14 +29,14 @@ import sys
 import time
 from pathlib import Path
 
-from . import cuda, gpu, replay, runner
+from . import cuda, gpu, replay, runner, verdict
 from .errors import CourseError
 
 MOST = 64  # learners at once: a room of thirty on one GPU is already far past what any GPU holds
 COPIED = ("streamalloc", "recordings", "notebooks", "solutions", "labs")  # a learner's copy, less what no run reads
 # the settings that would point every copy at one folder, or at the instructor's run: each copy is a learner's own
 NOT_PASSED_ON = ("STREAMALLOC_BUILD", "STREAMALLOC_PROGRAMS", "STREAMALLOC_RECORDINGS", "STREAMALLOC_KEY_FIGURES",
-                 "STREAMALLOC_NOT_MEASURED", "STREAMALLOC_GPU_TURN", "STREAMALLOC_RECORD", "STREAMALLOC_RECORD_TO",
+                 "STREAMALLOC_GPU_TURN", "STREAMALLOC_RECORD", "STREAMALLOC_RECORD_TO",
                  "STREAMALLOC_RECORD_SESSION")
 REPLAYED = ("Replayed: these times are this machine's CPU reading recordings, and say nothing about how many learners "
             "a GPU holds; run it live on the room's GPU")
@@ -85,12 +85,12 @@ def copy_course(dest: Path, nbs: list[str]) -> None:
 
 def check_word(executed: Path) -> str:
     """An executed solution's check, in a word: 'not verified' where it passed only what could be checked (a timing
-    the noise could decide), else '' (runner.lab_outcome reads it)."""
+    the noise could decide), else '' (the verdict its check cell showed as data: streamalloc.verdict)."""
     try:
-        word, _ = runner.lab_outcome(executed)
+        word, _ = verdict.of_lab(executed)
     except Exception:  # no copy: its row says why
         return ""
-    return word if word == runner.UNVERIFIED else ""
+    return word if word == verdict.UNVERIFIED else ""
 
 
 def judge(k: int, learners: list[dict], nbs: list[str], wall: float) -> dict:
@@ -170,7 +170,7 @@ def run_size(k: int, nbs: list[str], mode, where: Path) -> dict:
                              "seconds": round(ended[i] - started, 1), "status": procs[i].returncode,
                              "log": "\n".join((copy / "run.log").read_text(errors="replace").splitlines()[-5:]),
                              "unverified": [nb for nb in nbs if nb.startswith("solutions/") and
-                                            check_word(copy / "build" / "executed" / nb) == runner.UNVERIFIED]})
+                                            check_word(copy / "build" / "executed" / nb) == verdict.UNVERIFIED]})
         return judge(k, learners, nbs, wall)
     finally:
         _stop(procs)

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import calls, cuda, gpu, measure, replay
+from . import calls, cuda, gpu, measure, replay, verdict
 from .course import build_folder, build_root, notebook_file, programs_folder, written_programs
 from .errors import (BuildFailed, CompileError, CourseError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound,
                      RecordingError)
@@ -49,6 +49,7 @@ class Result:
     data: object = None  # what a Python measurement returned
     note: str = ""  # why a live lesson shows a replay here (a package it needs is missing), or ""
     call_record: str | None = None  # run(trace=True): the recorder's lines (streamalloc.calls), never the stdout
+    killed: list = dataclasses.field(default_factory=list)  # processes it left running, killed when it ended (live)
     call_key: str | None = None  # live: the run's key, which every recorded line's tag must match (a replay has none)
 
     @property
@@ -244,7 +245,10 @@ class Lesson:
             if channel:
                 channel.close()
         result = Result(name, args, done.stdout, done.stderr, done.seconds, False, self.label,
-                        call_record=call_record, call_key=channel.key if channel else None)
+                        call_record=call_record, call_key=channel.key if channel else None,
+                        killed=done.killed)
+        if done.killed:  # a daemon, or a child it never waited for: worth knowing, not an error
+            print(f"{path.name}: {cuda.left_running(done.killed)}")
         measure.parse(done.stdout)  # a malformed JSON line is an error before it is recorded
         if replay.recording():
             run = {"stdout": done.stdout, "stderr": done.stderr, "seconds": done.seconds, "gpus": self.gpus_here}
@@ -297,13 +301,15 @@ class Lesson:
         if self.live and self.gpus_here >= gpus:
             return self.here
         sets = self._sets_with(gpus)
-        note = os.environ.get("STREAMALLOC_NOT_MEASURED")
-        if note and not sets:  # the runner, where it ran this notebook, says "not measured: needs N GPUs"
-            Path(note).write_text(f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a "
-                                  "recording\n")
-        elif note and self.live:  # live, but too few GPUs: the runner says the row was replayed, not run live
-            Path(note).write_text(f"{replay.REPLAYED_HERE}needs {gpus} GPUs, this machine has {self.gpus_here}: the numbers are "
-                                  f"the recording's ({label(replay.machine(sets[0], self.name), False)})\n")
+        # a note to the runner, shown as data (streamalloc.verdict): its row says "not measured: needs N GPUs", or
+        # that it was replayed, not run live
+        if not sets:
+            why = f"needs {gpus} GPUs: this lesson has not yet run on {gpus} GPUs, here or in a recording"
+            verdict.show(verdict.Verdict(verdict.NOT_MEASURED, why, f"Not measured here: {why}."))
+        elif self.live:  # live, but too few GPUs
+            why = (f"needs {gpus} GPUs, this machine has {self.gpus_here}: the numbers are the recording's "
+                   f"({label(replay.machine(sets[0], self.name), False)})")
+            verdict.show(verdict.Verdict(verdict.REPLAYED, why, f"{verdict.REPLAYED_HERE.capitalize()}{why}."))
         return replay.machine(sets[0], self.name) if sets else None
 
     def _replayed_with(self, gpus: int, name, key_source, args) -> Result:

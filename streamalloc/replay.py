@@ -232,11 +232,6 @@ def unreadable(path: Path) -> str:
     return ""
 
 
-# How a lesson tells the runner, in the file $STREAMALLOC_NOT_MEASURED names, that it showed a recording on a live
-# machine (too few GPUs): the line starts with this; otherwise the line says why nothing was measured
-REPLAYED_HERE = "replayed, not run live: "
-
-
 def supplement(set_name: str) -> bool:
     """A set recorded only for the lessons whose programs need more GPUs than the reference machines have
     (`tools/record_reference.sh gpus2` names it `<gpu>-x<N>`): replay reads it for those programs alone, never as the

@@ -6,13 +6,14 @@ under build/executed/outside/): the runner never writes over a notebook, nor out
 mode, passed, failed or not measured, seconds, the error or why it was not measured, and a note) is printed and
 written, whole or not at all, to build/summary.json and build/summary.md.
 
-A lab the learner edited (edited_lab) is judged by its check: "solved" only where the check passed ("All checks
-passed." or "Passed, with a note"), "in progress" with the check's first finding where it raised LabIncomplete, "not
-verified" with what it could not verify where it passed only what could be checked here. The console and the summary
-show that word; the row's "result" stays "passed" (the notebook ran as intended), its word is in "lab".
+A lab the learner edited (edited_lab) is judged by its check, from the verdict the check cell shows as data
+(streamalloc.verdict; never from a sentence it printed): "solved", "in progress" with the check's first finding, or
+"not verified" with what it could not verify here. The console and the summary show that word; the row's "result"
+stays "passed" (the notebook ran as intended), its word is in "lab".
 
 A notebook is "not measured" when it needs more GPUs than there are and no recording made on that many exists
-(05b: it reports NotYetRecorded); it did not fail, and it was not verified. SIGTERM and SIGHUP stop a run as
+(05b: it reports NotYetRecorded, and the lesson's note, shown as data in the same channel, says why); it did not fail,
+and it was not verified. A lesson that showed a recording on a live machine (too few GPUs) says so the same way. SIGTERM and SIGHUP stop a run as
 SIGINT does: the kernels are interrupted (a build in progress stops nvcc's process group and removes its
 temporary folder), shut down, and their socket folder removed. The caller's environment is left as it was.
 """
@@ -30,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import cuda, gpu, replay
+from . import cuda, gpu, verdict
 from .errors import CourseError
 from .settings import absolute_folders, check_settings
 
@@ -180,31 +181,14 @@ def notebook_findings(path: Path, solved_ok: bool = False) -> tuple[str, str]:
     return "", "; ".join(notes)[:400]
 
 
-SOLVED, IN_PROGRESS, UNVERIFIED = "solved", "in progress", "not verified"  # an edited lab's word (lab_outcome)
-PASSED = ("All checks passed.", "Passed, with a note")  # how Report.finish starts a verdict that passed
+SOLVED, IN_PROGRESS, UNVERIFIED = verdict.SOLVED, verdict.IN_PROGRESS, verdict.UNVERIFIED  # an edited lab's word
 
 
 def lab_outcome(path: Path) -> tuple[str, str]:
-    """An executed lab's check, in a word and its first finding: (SOLVED, ''), (IN_PROGRESS, the first thing still
-    wrong), (UNVERIFIED, what it could not verify here), or ('', '') where no check ran."""
-    import nbformat
-
-    for _, cell in source_cells(nbformat.read(str(path), as_version=4)):
-        if cell.cell_type != "code" or cell.get("execution_count") is None or not (
-                "check" in cell.metadata.get("tags", []) or cell.metadata.get("expected_exception") == "LabIncomplete"):
-            continue  # a lab's check cell: tagged `check` (a solution's) or raising LabIncomplete (a lab's)
-        outputs = cell.get("outputs", [])
-        text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream").splitlines()
-        error = next((o for o in outputs if o.get("output_type") == "error"), None)
-        if error is not None:
-            wrong = next((m[1] for ln in text if (m := re.match(r"^  WRONG +(\S.*)$", ln))), None)
-            first = (str(error.get("evalue", "")).strip().splitlines() or [""])[0]
-            return IN_PROGRESS, (wrong or first or error.get("ename", "the check raised"))[:300]
-        if any(ln.strip().startswith(PASSED) for ln in text):
-            return SOLVED, ""
-        said = next((ln.strip() for ln in text if ln.startswith("Passed what could be checked")), "")
-        return UNVERIFIED, (said or "the check raised nothing and printed no verdict")[:300]
-    return "", ""
+    """An executed lab's check, in a word and its first finding, read from the verdict its check cell showed as data
+    (streamalloc.verdict), never from what it printed: (SOLVED, ''), (IN_PROGRESS, the first thing still wrong),
+    (UNVERIFIED, what it could not verify here), or ('', '') where no check ran."""
+    return verdict.of_lab(path)
 
 
 def running_cell(path: Path) -> str:
@@ -362,9 +346,10 @@ def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:
                 raise
             unwritten = _settle(part, out)
             error = "; ".join(e for e in (error, unwritten) if e)
-            not_measured = kernels.done()
-            replayed = not_measured if not_measured.startswith(replay.REPLAYED_HERE) else ""  # live, too few GPUs (05b)
-            not_measured = "" if replayed else not_measured
+            kernels.done()
+            said = verdict.note(out) if out.is_file() else None  # the lesson's note to the runner, as data
+            replayed = verdict.REPLAYED_HERE + said.finding if said and said.word == verdict.REPLAYED else ""
+            not_measured = said.finding if said and said.word == verdict.NOT_MEASURED else ""
             solved = edited_lab(nb)  # the learner's work: its check raising nothing means solved, not failed
             if not error and out.is_file():
                 error, note = notebook_findings(out, solved_ok=solved)
@@ -499,12 +484,10 @@ class Kernels:
             config.KernelManager.ip = str(self.sockets / f"kernel-{self.started}")
         km = Manager(kernel_name=self.name, config=config,
                      connection_file=str(self.sockets / f"kernel-{self.started}.json"))
-        # a lesson that cannot measure here (it needs more GPUs) says so in this file (lesson.machine_with)
-        km.not_measured = self.sockets / f"kernel-{self.started}.not-measured"
         # as nbclient starts it: IPython's history in memory, not in the learner's profile; without a headless
         # shell's MPLBACKEND=Agg (left out of self.env), which would keep every figure out of the executed notebook
-        env = {**self.env, "STREAMALLOC_NOT_MEASURED": str(km.not_measured)}
-        run_sync(km.start_kernel)(cwd=str(nb.parent), env=env, extra_arguments=["--HistoryManager.hist_file=:memory:"])
+        run_sync(km.start_kernel)(cwd=str(nb.parent), env=self.env,
+                                  extra_arguments=["--HistoryManager.hist_file=:memory:"])
         return km
 
     def take(self, nb: Path, following: Path | None = None):
@@ -565,17 +548,11 @@ class Kernels:
         except Exception:  # no answer in time: the shutdown that follows kills it
             pass
 
-    def done(self, interrupt: bool = False) -> str:
-        """Stop the current notebook's kernel; return why its lesson was not measured ('' when it was)."""
-        said = ""
+    def done(self, interrupt: bool = False) -> None:
+        """Stop the current notebook's kernel."""
         if self.current is not None:
             km, self.current = self.current, None
             self._stop(km, interrupt)
-            try:
-                said = km.not_measured.read_text().strip()
-            except OSError:
-                pass
-        return said
 
     def close(self, interrupt: bool = False) -> None:
         self.done(interrupt)

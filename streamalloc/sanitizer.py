@@ -8,8 +8,11 @@
 The sanitizer runs a lesson's built program in a subprocess with a timeout (streamalloc.cuda.run). It writes its
 report to a file in a temporary folder of the course's (--log-file), and the report is read from there alone: what
 the program prints (its output, kept apart) can never pass for the report, a forged "ERROR SUMMARY: 0 errors" line
-included. A non-zero exit status (its --error-exitcode, or the program failing under it) is an answer, not an
-error: the report is kept, and found_errors() counts that exit status as an error too. The report, the program's
+included; the file is in a fresh private folder the program is not told of. A non-zero exit status (its
+--error-exitcode, or the program failing under it) is an answer, not an error: the report is kept, and found_errors()
+counts that exit status as an error too. A sanitizer that did not end by itself (killed by a signal, the program
+under it still running), whose report lacks its summary line or whose exit status is not one of its own, made no
+report of its own: Report.not_its_own says why, and a check says "not verified". The report, the program's
 output and the exit status are recorded like any measurement, so replay shows the report made on a GPU, and the
 parsing here reads it again. A recording made before the report had a file of its own (no "report" key) holds the
 report within the output, and is read from there.
@@ -19,7 +22,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,19 +101,21 @@ def run(exe, args=(), tool_args=STREAM_ORDER_RACES, timeout: float = 300) -> dic
     sanitizer = require()
     args, tool_args = [str(a) for a in args], [str(a) for a in tool_args]
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="streamalloc-sanitizer-") as folder:
-        log = Path(folder) / "report.txt"
+    # a fresh folder (mkdtemp: mode 0700, a random name) and a random file name, named to the sanitizer alone: the
+    # program is not told where its report goes
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / f"{secrets.token_hex(8)}.txt"
         try:
             done = cuda.run(sanitizer, ["--log-file", str(log), *tool_args, str(exe), *args], timeout=timeout,
                             name="compute-sanitizer")
-            stdout, stderr, status = done.stdout, done.stderr, 0
+            stdout, stderr, status, killed = done.stdout, done.stderr, 0, done.killed
         except ProgramFailed as e:  # its --error-exitcode, or the program failed under it: the report says which
-            stdout, stderr, status = e.stdout, e.stderr, e.returncode
+            stdout, stderr, status, killed = e.stdout, e.stderr, e.returncode, e.killed
         report = log.read_text(errors="replace") if log.is_file() else ""
     output = stdout if not stderr else stdout.rstrip("\n") + "\n" + stderr
     return {"command": " ".join(["compute-sanitizer", *tool_args, cuda.program_name(exe), *args]),
             "version": version(sanitizer), "returncode": status, "seconds": time.perf_counter() - t0,
-            "report": _clip(report), "output": _clip(output)}
+            "report": _clip(report), "output": _clip(output), **({"killed": killed} if killed else {})}
 
 
 def error_exitcode(tool_args) -> int | None:
@@ -162,6 +169,16 @@ def error_blocks(text: str) -> list[list[str]]:
     return blocks
 
 
+TARGET_FAILED = "Target application returned an error"  # where it passes on the program's own non-zero status
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
 API_ERROR = re.compile(r"Program hit (?P<error>\w+) \(error \d+\) due to .* on CUDA API call to (?P<call>\w+)\.")
 
 
@@ -185,6 +202,32 @@ class Report:
     located: str | None = None  # the header of the error they come from (kind's, or a later one's)
     report: str = ""  # the sanitizer's own report: the file it wrote (the output, in an older recording)
     from_file: bool = False  # the report is that file (run() since --log-file), not read out of the output
+    killed: list = dataclasses.field(default_factory=list)  # processes still running when it ended (killed then)
+
+    def not_its_own(self, error_exitcode: int | None = None) -> str:
+        """Why this report cannot be taken for compute-sanitizer's own ('' where it can): it did not end by itself (a
+        signal; processes under it still running when it ended), its report lacks the summary it writes when it ends,
+        or it exited with a status that is not one of its own. Its own (Compute Sanitizer's options): 0; its
+        --error-exitcode where it found an error; else the status the program under it exited with, which it passes
+        on and announces in its report ("Target application returned an error"). A program can kill its sanitizer
+        and write a report of its own in its place: that ends here, as "not verified". An older recording (its
+        report read out of the output) is read as it was."""
+        if not self.from_file:
+            return ""
+        if self.returncode is not None and self.returncode < 0:
+            return (f"compute-sanitizer was killed by signal {_signal_name(-self.returncode)}: it did not end by "
+                    "itself, so its report is not its own")
+        if self.killed:
+            return (f"compute-sanitizer ended while the program under it still ran ({'; '.join(self.killed)}): it "
+                    "did not end by itself, so its report is not its own")
+        if self.summary is None:
+            return (f"compute-sanitizer's report has no summary line (\"ERROR SUMMARY: N errors\", which it writes "
+                    f"when it ends; exit status {self.returncode})")
+        if self.returncode not in (0, error_exitcode, None) and TARGET_FAILED not in self.report:
+            return (f"compute-sanitizer exited with status {self.returncode}, which is not one of its own (0, its "
+                    f"--error-exitcode {error_exitcode}, or the program's, which its report then announces: "
+                    f"\"{TARGET_FAILED}\")")
+        return ""
 
     def found_errors(self, error_exitcode: int | None = None) -> bool | None:
         """Did compute-sanitizer find an error? Its report counts more than 0, or it exited with `error_exitcode`
@@ -257,7 +300,7 @@ def parse(run_or_output) -> Report:
     m = ([None] + list(re.finditer(rf"^{LINE} ERROR SUMMARY: (\d+) errors?.*$", text, re.M)))[-1]
     report = Report(data["output"], data.get("returncode"), data.get("command", ""), data.get("version", ""),
                     int(m[1]) if m else None, m[0].rstrip() if m else None, error_blocks(text), report=text,
-                    from_file="report" in data)
+                    from_file="report" in data, killed=list(data.get("killed", [])))
     if not report.blocks:
         return report
     report.kind = report.blocks[0][0][len(LINE):].strip()

@@ -56,10 +56,9 @@ def check_settings(env=None) -> dict:
         if reference not in have:
             problems.append(f"STREAMALLOC_REFERENCE={reference!r} is not a set of recordings in {root} (there are: "
                             f"{', '.join(have) or 'none'})")
-    for name in ("STREAMALLOC_KEY_FIGURES", "STREAMALLOC_NOT_MEASURED"):
-        value = get(name)
-        if value and Path(value).exists() and (Path(value).is_dir() == (name == "STREAMALLOC_NOT_MEASURED")):
-            problems.append(f"{name}={value!r} must name a {'file' if name == 'STREAMALLOC_NOT_MEASURED' else 'folder'}")
+    value = get("STREAMALLOC_KEY_FIGURES")
+    if value and Path(value).exists() and not Path(value).is_dir():
+        problems.append(f"STREAMALLOC_KEY_FIGURES={value!r} must name a folder")
     if problems:
         raise BadSetting("the course's environment variables hold values it cannot use: " + "; ".join(problems)
                          + ". Fix or unset them, then run again.")

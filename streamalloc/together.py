@@ -83,7 +83,8 @@ def _all_imported(turn: Path, futures: dict, timeout: float) -> None:
 
 
 def _stop_children(build: Path) -> None:
-    """Kill this process's children that run a program from `build` (each is its own process group)."""
+    """Stop this process's children that run a program from `build`: each is the course's launcher (cuda.run), which
+    on SIGTERM kills its program and every process that program started, setsid daemons included."""
     me = os.getpid()
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -93,6 +94,6 @@ def _stop_children(build: Path) -> None:
             continue
         if ppid == me and any(str(build).encode() in a for a in argv):
             try:
-                os.killpg(int(proc.name), signal.SIGKILL)
+                os.kill(int(proc.name), signal.SIGTERM)
             except (ProcessLookupError, PermissionError):
                 pass

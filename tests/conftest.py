@@ -1,6 +1,19 @@
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def shown_verdicts(monkeypatch):
+    """Every verdict streamalloc.verdict.show shows in a test, kept in labcheck.SHOWN (read it with
+    labcheck.last_word()), and shown as ever: the tests read a check's verdict as the runner does, as data."""
+    import labcheck
+    from streamalloc import verdict
+
+    show = verdict.show
+    labcheck.SHOWN.clear()
+    monkeypatch.setattr(verdict, "show", lambda v: (labcheck.SHOWN.append(v), show(v))[1])
+    return labcheck.SHOWN
+
+
 @pytest.fixture
 def recordings(tmp_path, monkeypatch):
     """An empty recordings folder for one test."""

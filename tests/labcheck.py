@@ -18,7 +18,7 @@ notebook's folder (live; in replay, in the test's process: `run_check` says why)
 build/lab_checks/<notebook>-<case>.txt, so that a run on a GPU leaves a record of each check's words.
 
 In replay a run can only give the recorded solution's numbers, so the check says "not verified" for the
-run-time half of any other answer (and never "All checks passed"); a wrong answer that only the run can catch is a `live_only` test here,
+run-time half of any other answer (never "solved"); a wrong answer that only the run can catch is a `live_only` test here,
 and tests/test_checks.py feeds the run-time half canned output of such answers in any mode.
 """
 from __future__ import annotations
@@ -43,6 +43,8 @@ live_only = pytest.mark.skipif(not LIVE, reason="only a run on a GPU catches thi
                                                 "cannot run code other than the recorded solution's")
 sys.path.insert(0, str(ROOT / "tools"))
 from make_labs import BEGIN, END  # noqa: E402  the generator's own markers of a solution region
+from streamalloc import verdict  # noqa: E402
+from streamalloc.verdict import SOLVED, UNVERIFIED  # noqa: E402,F401  (for the lab tests)
 from notebook import CLEAN, StandIn, run_cells  # noqa: E402,F401  (CLEAN: for the lab tests)
 
 
@@ -83,11 +85,50 @@ def in_function(text: str, function: str, old: str, new: str) -> str:
     return text[:start] + text[start:].replace(old, new, 1)
 
 
+SHOWN: list = []  # the verdicts shown in this test, in order (tests/conftest.py's shown_verdicts)
+
+
+_LAST = object()
+
+
+def last_word() -> str | None:
+    """The word of the last verdict a check showed in this test (streamalloc.verdict), or None if none did."""
+    return SHOWN[-1].word if SHOWN else None
+
+
+def _verdict(v):
+    return (SHOWN[-1] if SHOWN else None) if v is _LAST else v
+
+
+def all_passed(v=_LAST) -> bool:
+    """Solved, with no note (the prose: "All checks passed."): of a Verdict, by default the last one shown."""
+    v = _verdict(v)
+    return v is not None and v.word == SOLVED and not v.finding
+
+
+def noted(text: str = "", v=_LAST) -> bool:
+    """Solved with a note (the prose: "Passed, with a note: ..."), the note starting with `text`."""
+    v = _verdict(v)
+    return v is not None and v.word == SOLVED and bool(v.finding) and v.finding.startswith(text)
+
+
+def unverified(text: str = "", v=_LAST) -> bool:
+    """Not verified, with `text` in what was not (the prose: "Passed what could be checked here; not verified ...")."""
+    v = _verdict(v)
+    return v is not None and v.word == UNVERIFIED and text in v.finding
+
+
 @dataclasses.dataclass
 class Check:
     ename: str | None  # the check's error ("LabIncomplete"), None if it passed
     evalue: str  # its message
     printed: str  # what the check printed (the report)
+    verdict: object = None  # the streamalloc.verdict.Verdict its cell showed, as the runner reads it; None if none
+
+    @property
+    def word(self) -> str | None:
+        """solved, in progress or not verified (streamalloc.verdict), or None where the check showed no verdict."""
+        return self.verdict.word if self.verdict else None
 
 
 @dataclasses.dataclass
@@ -129,24 +170,23 @@ class Lab:
         return run_check(notebook, case, self.file, edit)
 
     def passes(self, case: str = "solution", edit=None) -> Check:
-        """The check must pass: "All checks passed" live, and for the recorded solution in replay; in replay any
+        """The check must pass: solved (streamalloc.verdict) live, and for the recorded solution in replay; in replay any
         other answer passes what could be checked and says what was not verified without a GPU."""
         check = self.check(case, edit)
         assert check.ename is None, f"{case}: {check.ename}: {check.evalue}\n{check.printed}"
         if LIVE or case == "solution":  # live everything runs; in replay the recorded solution does
-            assert passed(check.printed), check.printed
+            assert passed(check), check.printed
         else:  # another answer's run has no recording: what only a run shows is said to be not verified
-            assert "All checks passed" not in check.printed, check.printed
-            assert "Passed what could be checked here; not verified without a GPU:" in check.printed, check.printed
+            assert unverified("not verified without a GPU:", check.verdict), check.printed
         return check
 
     def wrong(self, case: str, edit, *words: str) -> Check:
         """A wrong answer: live, rejected with `words` (what its run, record or sanitizer showed); in replay, where
-        only the recorded code's runs exist, never "All checks passed"."""
+        only the recorded code's runs exist, never "solved"."""
         if LIVE:
             return self.rejected(case, edit, *words, built=True)
         check = self.check(case, edit)
-        assert "All checks passed" not in check.printed, check.printed
+        assert not all_passed(check.verdict), check.printed
         assert "does not compile" not in check.printed, f"{case}: a wrong answer of these tests must compile"
         return check
 
@@ -154,7 +194,7 @@ class Lab:
         """The check must raise LabIncomplete with every one of `words` in its message; the answer must compile
         (with built=True, the check must also have said "it compiles": nvcc was there to build it)."""
         check = self.check(case, edit)
-        if LIVE and check.ename is None and timing_unverified_on_shared_gpu(check.printed):
+        if LIVE and check.ename is None and timing_unverified_on_shared_gpu(check):
             pytest.skip(f"{case}: only its timing could reject it, and other processes compute on this GPU (the check "
                         "said so, not verified): run this test alone on the GPU to decide it")
         assert check.ename == "LabIncomplete", f"{case}: not rejected: {check.ename}: {check.evalue}\n{check.printed}"
@@ -168,17 +208,17 @@ class Lab:
 SHARED = "This GPU is shared with"
 
 
-def timing_unverified_on_shared_gpu(printed: str) -> bool:
+def timing_unverified_on_shared_gpu(check: Check) -> bool:
     """Live on a GPU other processes compute on, a check leaves the speed or timing unverified and says why
     (labchecks.common.shared_gpu): nothing else was left unverified."""
-    return SHARED in printed and bool(re.search(r"Passed what could be checked here; not verified here: the "
-                                                r"(speed|timing)\.\s*$", printed.split("\n\n(the check")[0].strip()))
+    return (SHARED in check.printed and check.word == UNVERIFIED
+            and re.fullmatch(r"not verified here: the (speed|timing)\.", check.verdict.finding) is not None)
 
 
-def passed(printed: str) -> bool:
-    """A right answer's verdict: "All checks passed"; live on a shared GPU, also every check passed but the timing,
+def passed(check: Check) -> bool:
+    """A right answer's verdict: all checks passed; live on a shared GPU, also every check passed but the timing,
     which the check left unverified because the GPU was shared."""
-    return "All checks passed" in printed or (LIVE and timing_unverified_on_shared_gpu(printed))
+    return all_passed(check.verdict) or (LIVE and timing_unverified_on_shared_gpu(check))
 
 
 def unsolved(path: Path) -> str | None:
@@ -240,7 +280,8 @@ def run_check(notebook: Path, case: str, file: str, edit=None) -> Check:
         assert not errors, f"a cell before the check failed: {errors[0].ename}: {errors[0].evalue}"
     printed = "".join(o.get("text", "") for o in check.outputs if o.output_type == "stream")
     errors = [o for o in check.outputs if o.output_type == "error"]
-    result = Check(errors[0].ename, errors[0].evalue, printed) if errors else Check(None, "", printed)
+    shown = verdict.read(check.outputs)
+    result = Check(errors[0].ename, errors[0].evalue, printed, shown) if errors else Check(None, "", printed, shown)
     _write(notebook, case, check.outputs, result)
     return result
 
@@ -283,7 +324,9 @@ def in_process(notebook: Path, nb, case: str) -> Check:
     finally:
         os.chdir(cwd)
     outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.printed)] + [
-        nbformat.v4.new_output("display_data", data={"text/plain": repr(x)}) for x in shown]
+        nbformat.v4.new_output("display_data", data=x._repr_mimebundle_() if hasattr(x, "_repr_mimebundle_")
+                               else {"text/plain": repr(x)}) for x in shown]
+    result.verdict = verdict.read(outputs)  # as the kernel's outputs give it
     _write(notebook, case, outputs, result, here="in the test's process")
     return result
 

@@ -3,7 +3,7 @@ verified, on stand-in lessons (no GPU, no nvcc needed). The reading of the sourc
 lab's verdicts on canned runs are in its own tests/test_labN_*.py."""
 
 import pytest
-from labcheck import RACE_REPORT, Lab, regions
+from labcheck import RACE_REPORT, Lab, SHOWN, all_passed, noted, regions, unverified
 from notebook import StandIn
 
 from streamalloc import checks, labchecks
@@ -79,9 +79,8 @@ def moved_free(cu):  # a right answer other than the solution: the free on the c
 def test_a_learners_answer_in_replay_is_never_all_passed(tmp_path, capsys):
     labchecks.lab3(replayed(tmp_path, LAB3, moved_free))
     out = capsys.readouterr().out
-    assert "All checks passed" not in out
-    assert "Passed what could be checked here; not verified without a GPU: whether it compiles; the results; the " \
-           "check under compute-sanitizer; the order of the two streams' work, from the record of its calls." in out
+    assert unverified("not verified without a GPU: whether it compiles; the results; the check under "
+                      "compute-sanitizer; the order of the two streams' work, from the record of its calls.")
     assert NVCC_HELP in out and "Run this lab on a GPU" in out
 
 
@@ -93,13 +92,13 @@ def test_the_courses_own_solution_that_cannot_be_replayed_fails(tmp_path, capsys
     # comments and spacing do not make it the learner's code
     with pytest.raises(StaleRecording):
         labchecks.lab3(replayed(tmp_path, LAB3, lambda cu: "// a comment\n" + cu.replace("    ", "  ")))
-    assert "All checks passed" not in capsys.readouterr().out
+    assert SHOWN == []  # no verdict at all: the course's error instead
 
 
 def test_without_nvcc_live_nothing_that_needs_it_passes(tmp_path, capsys):
     labchecks.lab3(replayed(tmp_path, LAB3, moved_free, live=True, compiled=checks.NvccNotFound(NVCC_HELP)))
     out = capsys.readouterr().out
-    assert "All checks passed" not in out and "not verified here: whether it compiles" in out and NVCC_HELP in out
+    assert unverified("not verified here: whether it compiles") and NVCC_HELP in out
 
 
 def test_a_lab_incomplete_shows_its_message_not_the_helpers_frames():
@@ -136,15 +135,17 @@ def finished(report) -> str:
 def test_a_note_is_not_a_pass():
     report = checks.Report("t")
     report.ok("it compiles")
-    assert finished(report).endswith("\nAll checks passed.\n")
+    assert finished(report).endswith("\nAll checks passed.\n") and all_passed()  # the prose, and the data
     report.note("the graph is uploaded into s2, the launches go into s (Guide §16.5.1 advises the same stream)")
     out = finished(report)
-    assert "All checks passed" not in out
+    assert not all_passed() and SHOWN[-1].word == "solved"
+    assert noted("the graph is uploaded into s2, the launches go into s (Guide §16.5.1 advises the same stream)")
     assert out.endswith("\nPassed, with a note: the graph is uploaded into s2, the launches go into s (Guide §16.5.1 "
                         "advises the same stream)\n")
     report.note("a second one")
-    assert "Passed, with a note: the graph is uploaded into s2, the launches go into s (Guide §16.5.1 advises the " \
-           "same stream); a second one" in finished(report)
+    finished(report)
+    assert SHOWN[-1].finding == ("the graph is uploaded into s2, the launches go into s (Guide §16.5.1 advises the "
+                                 "same stream); a second one")
 
 
 def test_a_note_beside_what_was_not_verified_is_said_too():
@@ -152,8 +153,8 @@ def test_a_note_beside_what_was_not_verified_is_said_too():
     report.note("an upload into another stream")
     report.unverified("the results", "there is no GPU here")
     out = finished(report)
-    assert "All checks passed" not in out and "Passed what could be checked here; not verified without a GPU: " \
-           "the results." in out and "With a note: an upload into another stream" in out
+    assert unverified("not verified without a GPU: the results.") and "With a note: an upload into another stream" \
+        in SHOWN[-1].finding and "Passed what could be checked here; not verified without a GPU: the results." in out
 
 
 def test_what_the_reading_cannot_tell_is_never_ok_and_the_run_decides():
@@ -161,7 +162,7 @@ def test_what_the_reading_cannot_tell_is_never_ok_and_the_run_decides():
     report.cannot_tell("whether `streams[0]` is s", "The reading cannot follow `streams[0]`")
     assert report.marks == [("cannot tell", "whether `streams[0]` is s: cannot tell from the source: the run decides. "
                                             "The reading cannot follow `streams[0]`")]
-    assert not report.failed and finished(report).endswith("All checks passed.\n")  # the run's findings judged
+    assert not report.failed and finished(report) and all_passed()  # the run's findings judged
 
 
 def test_the_courses_own_solution_live_may_leave_only_the_speed_unverified(tmp_path, capsys):
@@ -172,7 +173,7 @@ def test_the_courses_own_solution_live_may_leave_only_the_speed_unverified(tmp_p
     report.files = ["pipeline.cu"]
     report.unverified("the speed", "the noise could have decided it on this run")
     report.finish()
-    assert "not verified here: the speed" in capsys.readouterr().out
+    assert unverified("not verified here: the speed")
     report.unverified("the results", "no run")
     with pytest.raises(checks.Unverified, match="course's own solution"):
         report.finish()

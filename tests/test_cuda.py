@@ -1,4 +1,6 @@
 """Building and running programs, and every way that can go wrong, with host-only programs nvcc builds here."""
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -267,3 +269,82 @@ def test_a_copy_of_the_course_elsewhere_builds_the_same_program_but_not_from_ano
     assert key() == here
     (copy / "course.cuh").write_text((copy / "course.cuh").read_text() + "// changed\n")
     assert key() != here
+
+
+# -- every process a program starts ends with it (streamalloc/launcher.py): Python programs, no GPU or nvcc needed ---
+DAEMON = """\
+import os, sys, time
+if os.fork() == 0:  # a daemon: its own session, out of the program's process group, holding the program's stdout
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+print('{"started": true}', flush=True)
+if sys.argv[1] == "hang":
+    time.sleep(600)
+"""
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    path = tmp_path / "daemon.py"
+    path.write_text(DAEMON)
+    return path
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def left_pid(text: str) -> int:
+    """The pid of the first process a message or a Completed names ("pid N: its command")."""
+    return int(text.split("pid ", 1)[1].split(":", 1)[0])
+
+
+def test_a_setsid_child_holding_stdout_is_killed_and_named_when_the_program_ends(daemon):
+    t0 = time.perf_counter()
+    done = cuda.run(sys.executable, [daemon, "exit"], timeout=20, name="daemon.py")
+    assert time.perf_counter() - t0 < 5  # it returned when the program ended, not when the daemon would have
+    assert done.stdout == '{"started": true}\n' and len(done.killed) == 1 and "daemon.py exit" in done.killed[0]
+    assert not alive(left_pid(done.killed[0]))
+
+
+def test_a_timeout_returns_in_time_raises_the_course_error_and_names_the_child_it_killed(daemon):
+    t0 = time.perf_counter()
+    with pytest.raises(ProgramTimedOut) as e:
+        cuda.run(sys.executable, [daemon, "hang"], timeout=1.5, name="daemon.py")
+    assert time.perf_counter() - t0 < 1.5 + 2
+    assert "daemon.py ran longer than its 1.5 s timeout" in str(e.value) and '{"started": true}' in str(e.value)
+    assert "1 process(es) it started still ran, and were killed: pid " in str(e.value)
+    assert not alive(left_pid(str(e.value)))
+
+
+def test_a_program_that_leaves_nothing_behind_runs_as_before(tmp_path):
+    path = tmp_path / "plain.py"
+    path.write_text("import sys\nprint(sys.argv[1:])\nsys.stderr.write('note\\n')\n")
+    done = cuda.run(sys.executable, [path, "a b", "$HOME"], timeout=20)
+    assert (done.stdout, done.stderr, done.returncode, done.killed) == ("['a b', '$HOME']\n", "note\n", 0, [])
+    path.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    with pytest.raises(ProgramFailed, match="killed by signal SIGSEGV"):
+        cuda.run(sys.executable, [path], timeout=20)
+    path.write_text("raise SystemExit(3)\n")
+    with pytest.raises(ProgramFailed, match="exited with status 3"):
+        cuda.run(sys.executable, [path], timeout=20)
+    with pytest.raises(FileNotFoundError):
+        cuda.run(tmp_path / "no-such-program", timeout=20)
+
+
+def test_the_programs_environment_reaches_it_and_not_the_launcher(tmp_path):
+    """The program's environment (the call record's key, the recorder's LD_PRELOAD) is the program's alone: the
+    launcher above it, whose /proc/<pid>/environ the program could read, runs with an empty one; stdin is /dev/null."""
+    path = tmp_path / "env.py"
+    path.write_text("import os, sys\nlauncher = open(f'/proc/{os.getppid()}/environ', 'rb').read()\n"
+                    "print(os.environ.get('SECRET'), os.environ.get('LD_PRELOAD'), b'SECRET' in launcher, "
+                    "b'LD_PRELOAD' in launcher, repr(sys.stdin.read()))\n")
+    done = cuda.run(sys.executable, [path], timeout=20,
+                    env={**os.environ, "SECRET": "k3y", "LD_PRELOAD": "libnothing-here.so"})
+    assert done.stdout.split() == ["k3y", "libnothing-here.so", "False", "False", "''"], done

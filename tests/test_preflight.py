@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from streamalloc import lesson as lesson_mod
-from streamalloc import preflight, replay, runner
+from streamalloc import preflight, runner, verdict
 
 LABEL = "NVIDIA H100 80GB HBM3, replayed from a recording of 2026-11-22"
 NOTEBOOKS = ["notebooks/01_sync_vs_async.ipynb", "notebooks/03_pools.ipynb", "labs/lab1_stream_ordered.ipynb"]
@@ -188,7 +188,7 @@ def test_a_lesson_shown_from_a_recording_is_not_counted_as_run_live(tmp_path):
     canned(tmp_path, figures_live=REF, figures_ref=REF)
     rows = json.loads((tmp_path / "live" / "summary.json").read_text())
     rows.append({"notebook": "notebooks/05b_two_gpus.ipynb", "mode": "replay", "result": "passed", "seconds": 4.0,
-                 "error": "", "note": replay.REPLAYED_HERE + "needs 2 GPUs, this machine has 1"})
+                 "error": "", "note": verdict.REPLAYED_HERE + "needs 2 GPUs, this machine has 1"})
     (tmp_path / "live" / "summary.json").write_text(json.dumps(rows))
     ready, line = preflight.write_report(tmp_path)
     assert ready and "3 of 4 notebooks ran live and passed" in line and "all 4" not in line, line
@@ -274,11 +274,12 @@ def test_a_learner_without_a_summary_holds_no_verdict():
 
 
 def test_a_solution_not_verified_for_its_timing_is_read_from_its_check(tmp_path):
-    for name, said in (("shared", "Passed what could be checked here; not verified here: the speed."),
-                       ("alone", "All checks passed.")):
+    for name, said in (("shared", verdict.Verdict(verdict.UNVERIFIED, "not verified here: the speed.", "Partly.")),
+                       ("alone", verdict.Verdict(verdict.SOLVED, "", "Yes."))):  # as the check shows it: data
         nb = nbformat.v4.new_notebook()
         cell = nbformat.v4.new_code_cell("check()", execution_count=1, metadata={"tags": ["check"]})
-        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"Lab 2\n  ok  results\n\n{said}\n")]
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="Lab 2\n  ok  results\n"),
+                        nbformat.v4.new_output("display_data", data=said._repr_mimebundle_())]
         nb.cells.append(cell)
         nbformat.write(nb, str(tmp_path / f"{name}.ipynb"))
     assert learners.check_word(tmp_path / "shared.ipynb") == "not verified"

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from streamalloc import cli, replay, runner
+from streamalloc import cli, runner, verdict
 
 
 def notebook(path, cells):
@@ -203,12 +203,13 @@ def test_a_lesson_that_needs_two_gpus_is_not_measured_not_passed(tmp_path, monke
 def test_a_lesson_shown_from_a_recording_on_a_live_machine_is_a_replay_row(tmp_path, monkeypatch):
     """Live on one GPU, 05b replays its two-GPU recording: its row says replay, and why, never live."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    said = replay.REPLAYED_HERE + "needs 2 GPUs, this machine has 1: the numbers are the recording's (NVIDIA H200)"
-    nb = notebook(tmp_path / "05b_two_gpus.ipynb", [
-        (f"import os, pathlib\npathlib.Path(os.environ['STREAMALLOC_NOT_MEASURED']).write_text({said!r})", [])])
+    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))  # the kernels start beside the notebooks, outside the course
+    said = "needs 2 GPUs, this machine has 1: the numbers are the recording's (NVIDIA H200)"
+    nb = notebook(tmp_path / "05b_two_gpus.ipynb", [  # as lesson.machine_with says it: data, in the notebook's outputs
+        (f"from streamalloc import verdict\nverdict.show(verdict.Verdict(verdict.REPLAYED, {said!r}, 'replayed'))", [])])
     rows = runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False)
     assert rows[0]["result"] == "passed" and rows[0]["mode"] == "replay", rows
-    assert rows[0]["note"].startswith(replay.REPLAYED_HERE), rows
+    assert rows[0]["note"] == verdict.REPLAYED_HERE + said, rows
     assert "Not checked here" in (tmp_path / "out" / "summary.md").read_text()
 
 
@@ -349,22 +350,29 @@ def edited_lab(path, check_source):
     return path
 
 
+def shows(word: str, finding: str = "", prose: str = "") -> str:
+    """A check cell's line that shows a verdict as Report.finish does (streamalloc.verdict)."""
+    return f"\nfrom streamalloc import verdict\nverdict.show(verdict.Verdict({word!r}, {finding!r}, {prose!r}))"
+
+
 def test_an_edited_lab_is_solved_only_where_its_check_passed(tmp_path, monkeypatch, capsys):
-    """The console and summary.md use one word: "in progress" with the first thing still wrong where the check raised
-    LabIncomplete, "solved" where it printed a verdict that passed, "not verified" where it passed only what it could
-    check here; the rows still count as run as intended (the exit status does not change)."""
+    """The console and summary.md use one word, the one the check showed as data: "in progress" with the first thing
+    still wrong, "solved", "not verified" with what it could not check here; the rows still count as run as intended
+    (the exit status does not change)."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    raising = edited_lab(tmp_path / "lab_a.ipynb", CHECKLIST + "\nclass LabIncomplete(Exception): pass\n"
+    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))  # the kernels start beside the notebooks, outside the course
+    raising = edited_lab(tmp_path / "lab_a.ipynb", CHECKLIST + shows("in progress", "buf is never freed: free it after "
+                         "the loop") + "\nclass LabIncomplete(Exception): pass\n"
                          "raise LabIncomplete('1 thing still wrong: buf is never freed: free it after the loop')")
-    solved = edited_lab(tmp_path / "lab_b.ipynb", "print('Lab 9\\n  ok  it compiles\\n\\nAll checks passed.')")
-    noted = edited_lab(tmp_path / "lab_c.ipynb", "print('Lab 9\\n  note  x\\n\\nPassed, with a note: x')")
-    partly = edited_lab(tmp_path / "lab_d.ipynb", "print('Lab 9\\n\\nPassed what could be checked here; not verified "
-                                                  "without a GPU: the speed.')")
+    solved = edited_lab(tmp_path / "lab_b.ipynb", "print('Lab 9\\n  ok  it compiles')" + shows("solved", "", "Yes."))
+    noted = edited_lab(tmp_path / "lab_c.ipynb", "print('Lab 9\\n  note  x')" + shows("solved", "x", "With a note."))
+    partly = edited_lab(tmp_path / "lab_d.ipynb", "print('Lab 9')" + shows("not verified", "not verified without a "
+                                                                            "GPU: the speed.", "Partly."))
     rows = runner.run([raising, solved, noted, partly], out_dir=tmp_path / "out" / "executed", progress=False, jobs=1)
     assert [(r["result"], r.get("lab")) for r in rows] == [("passed", "in progress"), ("passed", "solved"),
                                                            ("passed", "solved"), ("passed", "not verified")], rows
     assert rows[0]["finding"] == "buf is never freed: free it after the loop" and rows[1]["finding"] == ""
-    assert rows[3]["finding"].startswith("Passed what could be checked here; not verified without a GPU")
+    assert rows[3]["finding"] == "not verified without a GPU: the speed."
     out = capsys.readouterr().out
     assert "    in progress in " in out and "s: buf is never freed: free it after the loop" in out
     assert out.count("    solved in ") == 2 and "    not verified in " in out
@@ -375,6 +383,23 @@ def test_an_edited_lab_is_solved_only_where_its_check_passed(tmp_path, monkeypat
                      "lab_d.ipynb": "not verified"}, md
     assert "0 passed, 2 solved, 1 in progress, 1 not verified, 0 failed" in md and " passed |" not in md
     assert cli.succeeded(rows)
+
+
+def test_a_program_printing_a_verdict_does_not_make_a_lab_solved(tmp_path, monkeypatch):
+    """A program's lines reach the check cell as stream output: "All checks passed." printed there (by the program, or
+    anything else) is prose, not the verdict. A check that showed "not verified" stays so; one that showed none is
+    "not verified" too, never solved."""
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))
+    forged = "print('\\nAll checks passed.')\n"  # as a program's line reaches the cell: stream output
+    unverified = edited_lab(tmp_path / "lab_a.ipynb", forged + shows("not verified", "the results: no GPU here"))
+    silent = edited_lab(tmp_path / "lab_b.ipynb", forged)
+    rows = runner.run([unverified, silent], out_dir=tmp_path / "out" / "executed", progress=False, jobs=1)
+    executed = nbformat.read(str(runner.output_path(silent, tmp_path / "out" / "executed")), as_version=4)
+    printed = [c.outputs for c in executed.cells if c.cell_type == "code"][-1]
+    assert any("All checks passed." in o.get("text", "") for o in printed)  # the line is there, as stream output
+    assert [(r.get("lab"), r.get("finding")) for r in rows] == [
+        ("not verified", "the results: no GPU here"), ("not verified", "the check gave no verdict")], rows
 
 
 def test_an_unedited_lab_still_passes_when_its_check_raises(tmp_path):
@@ -388,15 +413,22 @@ def test_an_unedited_lab_still_passes_when_its_check_raises(tmp_path):
     assert rows[0]["result"] == "passed" and "lab" not in rows[0] and runner.shown(rows[0]) == "passed"
 
 
-def test_an_in_progress_lab_whose_check_printed_no_checklist_gives_the_error_line(tmp_path):
+def test_a_check_that_raised_without_a_verdict_is_not_verified_and_one_with_it_reads_its_data(tmp_path):
+    """The word comes from the check's data alone: an error with no verdict shown (the check stopped before its end)
+    is "not verified", whatever the error says; with the verdict shown, its word and finding."""
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("sa.labchecks.lab1(lesson)", execution_count=2,
                                      metadata={"expected_exception": "LabIncomplete"})
-    cell.outputs = [nbformat.v4.new_output("error", ename="LabIncomplete", evalue="1 thing still wrong: x\nmore",
-                                           traceback=[])]
+    error = nbformat.v4.new_output("error", ename="LabIncomplete", evalue="1 thing still wrong: x\nmore", traceback=[])
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="  WRONG  x\n\nAll checks passed.\n"), error]
     nb.cells = [cell]
     nbformat.write(nb, str(tmp_path / "x.ipynb"))
-    assert runner.lab_outcome(tmp_path / "x.ipynb") == ("in progress", "1 thing still wrong: x")
+    assert runner.lab_outcome(tmp_path / "x.ipynb") == ("not verified", "the check gave no verdict (it raised "
+                                                                        "LabIncomplete)")
+    shown = verdict.Verdict(verdict.IN_PROGRESS, "x", "\nNot solved yet: 1 thing still wrong.")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=shown._repr_mimebundle_()), error]
+    nbformat.write(nb, str(tmp_path / "x.ipynb"))
+    assert runner.lab_outcome(tmp_path / "x.ipynb") == ("in progress", "x")
     cell.execution_count, cell.outputs = None, []
     nbformat.write(nb, str(tmp_path / "x.ipynb"))
     assert runner.lab_outcome(tmp_path / "x.ipynb") == ("", "")  # no check ran: no word

@@ -1,4 +1,9 @@
 """Finding compute-sanitizer, running it, and reading its report, with a stand-in sanitizer (no GPU needed)."""
+import os
+import signal
+import sys
+from pathlib import Path
+
 import pytest
 
 from streamalloc import sanitizer
@@ -170,8 +175,159 @@ def test_a_check_is_not_fooled_by_a_forged_summary_and_heeds_the_exit_status(mon
     (mark, text), = sanitized(monkeypatch, {"output": "", "report": zero, "returncode": 99})
     assert mark == "WRONG" and "exited with status 99" in text and "counts 0" in text
     (mark, text), = sanitized(monkeypatch, {"output": "", "report": "", "returncode": 99})
-    assert mark == "WRONG" and "counts none" in text
+    assert mark == "not verified" and "report has no summary line" in text
     (mark, text), = sanitized(monkeypatch, {"output": "", "report": "", "returncode": 1})
-    assert mark == "not verified" and "wrote no error summary" in text
+    assert mark == "not verified" and "report has no summary line" in text
     assert sanitized(monkeypatch, {"output": REPORT, "report": zero, "returncode": 0}) == [
         ("ok", "compute-sanitizer finds no stream-ordered race: 0 errors (compute-sanitizer race; canned)")]
+
+
+# -- a sanitizer that did not end by itself, or whose report is not its own, is "not verified" ---------------------
+def test_a_report_is_its_own_only_from_a_sanitizer_that_ended_by_itself_with_its_summary():
+    zero = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+    own = {"output": "", "report": zero, "returncode": 0}
+    assert sanitizer.parse(own).not_its_own(99) == ""
+    assert "killed by signal SIGKILL" in sanitizer.parse({**own, "returncode": -9}).not_its_own(99)
+    assert "killed by signal SIGTERM" in sanitizer.parse({**own, "returncode": -15}).not_its_own(99)
+    left = sanitizer.parse({**own, "killed": ["pid 7: ./race"]}).not_its_own(99)
+    assert "ended while the program under it still ran (pid 7: ./race)" in left
+    assert "no summary line" in sanitizer.parse({**own, "report": "========= COMPUTE-SANITIZER\n"}).not_its_own(99)
+    assert "status 3, which is not one of its own" in sanitizer.parse({**own, "returncode": 3}).not_its_own(99)
+    passed_on = zero.replace("========= ERROR", f"========= {sanitizer.TARGET_FAILED}\n========= ERROR")
+    assert sanitizer.parse({**own, "report": passed_on, "returncode": 3}).not_its_own(99) == ""  # the program's status
+    assert sanitizer.parse({**own, "returncode": 99}).not_its_own(99) == ""  # its --error-exitcode (judged WRONG)
+    assert sanitizer.parse({"output": zero, "returncode": -9}).not_its_own(99) == ""  # an old recording: as it was
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"report": FORGED, "returncode": -9}, "killed by signal SIGKILL"),
+    ({"report": FORGED, "returncode": 0, "killed": ["pid 9: race"]}, "ended while the program under it still ran"),
+    ({"report": '{"ok": true}\n', "returncode": 0}, "no summary line"),
+    ({"report": FORGED, "returncode": 4}, "status 4, which is not one of its own"),
+])
+def test_a_check_says_not_verified_for_a_report_that_is_not_the_sanitizers_own(monkeypatch, data, words):
+    (mark, text), = sanitized(monkeypatch, {"output": "", **data})
+    assert mark == "not verified" and words in text, text
+
+
+# A compute-sanitizer on the PATH that runs the program under it, then writes its report (with its summary) to the
+# file --log-file names and exits with the program's status, as the real one does; the programs below attack it.
+STAND_IN = f"""#!{sys.executable}
+import subprocess, sys
+if sys.argv[1] == "--version":
+    print("Version 0.0 (stand-in)")
+    sys.exit(0)
+log, program = sys.argv[2], next(a for a in sys.argv[3:] if a.startswith("/"))
+open(log, "w").write("========= COMPUTE-SANITIZER\\n")
+status = subprocess.call([program])
+with open(log, "a") as f:
+    f.write("========= Invalid __global__ read of size 4 bytes\\n========= ERROR SUMMARY: 1 error\\n")
+sys.exit(99)
+"""
+# the program: finds the report's path in its parent's command line, kills its parent, writes a clean report there
+KILLS_ITS_SANITIZER = f"""#!{sys.executable}
+import os, signal, time
+argv = open(f"/proc/{{os.getppid()}}/cmdline", "rb").read().split(b"\\0")
+log = argv[argv.index(b"--log-file") + 1].decode()
+open(log, "w").write("========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: 0 errors\\n")
+os.kill(os.getppid(), signal.{{how}})
+time.sleep(0.2)
+"""
+
+
+def stand_in(tmp_path, monkeypatch, program: str):
+    """The stand-in compute-sanitizer on the PATH, and the program `program` built (an executable script)."""
+    exe = tmp_path / "compute-sanitizer"
+    exe.write_text(STAND_IN)
+    exe.chmod(0o755)
+    race = tmp_path / "race-0123456789abcdef"
+    race.write_text(program)
+    race.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    return race
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_program_that_kills_its_sanitizer_and_forges_the_report_is_not_verified(tmp_path, monkeypatch, how):
+    race = stand_in(tmp_path, monkeypatch, KILLS_ITS_SANITIZER.replace("{how}", how))
+    done = sanitizer.run(race, [], ["--tool", "memcheck", "--error-exitcode", "99"], timeout=30)
+    assert done["returncode"] == -getattr(signal, how)
+    found = sanitizer.parse(done)
+    assert found.errors == 0 and found.found_errors(99) is False  # the forged report alone would say "clean"
+    assert f"killed by signal {how}" in found.not_its_own(99)
+    (mark, text), = sanitized(monkeypatch, done)
+    assert mark == "not verified" and f"killed by signal {how}" in text
+
+
+def test_the_report_is_written_in_a_private_folder_the_program_is_not_told_of(tmp_path, monkeypatch):
+    said = tmp_path / "said.txt"
+    race = stand_in(tmp_path, monkeypatch, f"""#!{sys.executable}
+import os, stat, sys
+argv = open(f"/proc/{{os.getppid()}}/cmdline", "rb").read().split(b"\\0")
+folder = os.path.dirname(argv[argv.index(b"--log-file") + 1].decode())
+told = " ".join([*sys.argv, *os.environ.values()])
+open({str(said)!r}, "w").write(f"{{oct(stat.S_IMODE(os.stat(folder).st_mode))}} {{folder in told}} {{folder}}")
+""")
+    done = sanitizer.run(race, ["x"], ["--tool", "memcheck", "--error-exitcode", "99"], timeout=30)
+    mode, told, folder = said.read_text().split()
+    assert (mode, told) == ("0o700", "False") and not Path(folder).exists()  # removed after the run
+    assert sanitizer.parse(done).not_its_own(99) == "" and sanitizer.parse(done).errors == 1
+
+
+# -- live: the real compute-sanitizer's own end, and a program that kills it (STREAMALLOC_MODE=live on a GPU) -------
+LIVE_PROGRAM = r"""#include "course.cuh"
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+__global__ void touch(int *p) { p[threadIdx.x] = 1; }
+int main(int argc, char **argv) {
+    int *p;
+    CHECK(cudaMalloc(&p, 32 * sizeof(int)));
+    touch<<<1, 32>>>(p);
+    CHECK_LAUNCH();
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(p));
+    std::string how = argc > 1 ? argv[1] : "";
+    if (how == "status") return 3;
+    if (how == "kill") {  // forge a clean report where the sanitizer writes its own, then kill the sanitizer
+        std::ifstream f("/proc/" + std::to_string(getppid()) + "/cmdline");
+        std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), log, arg;
+        for (size_t i = 0, j; i < all.size(); i = j + 1) {
+            j = all.find('\0', i);
+            if (j == std::string::npos) j = all.size();
+            if (arg == "--log-file") log = all.substr(i, j - i);
+            arg = all.substr(i, j - i);
+        }
+        std::ofstream(log) << "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n";
+        kill(getppid(), SIGKILL);
+    }
+    return 0;
+}
+"""
+live = pytest.mark.skipif(os.environ.get("STREAMALLOC_MODE") != "live" or sanitizer.find() is None,
+                          reason="needs a GPU (STREAMALLOC_MODE=live) and compute-sanitizer")
+
+
+@live
+@pytest.mark.parametrize("how, own", [("", True), ("status", True), ("kill", False)])
+def test_live_the_sanitizers_own_end_and_a_program_that_kills_it(tmp_path, how, own):
+    """On a GPU: a clean run ends with status 0 and its summary; a program's own status 3 is passed on and announced;
+    a program that forges the report and kills its sanitizer is found out."""
+    from streamalloc import cuda
+
+    src = tmp_path / "own_end.cu"
+    src.write_text(LIVE_PROGRAM)
+    exe = cuda.build(src, arch=["-arch=native"])
+    done = sanitizer.run(exe, [how] if how else [], [*sanitizer.STREAM_ORDER_RACES, "--error-exitcode", "99"],
+                         timeout=120)
+    found = sanitizer.parse(done)
+    print(done["returncode"], done["report"][-500:])
+    assert (found.not_its_own(99) == "") == own, found.not_its_own(99)
+    if how == "status":
+        assert done["returncode"] == 3 and sanitizer.TARGET_FAILED in done["report"] and found.errors == 0
+    elif how == "":
+        assert done["returncode"] == 0 and found.errors == 0

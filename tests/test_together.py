@@ -118,3 +118,28 @@ def test_live_runs_started_together_are_all_recorded(tmp_path, monkeypatch):
     assert sorted(out) == list("abcd") and all(r.records[0]["turn"] > 0 for r in out.values())
     runs = replay.read_runs(replay.path_of("test-gpu", "99_together", "p"))
     assert sorted(r["args"][0] for r in runs.values()) == list("abcd")
+
+
+def test_an_interrupt_stops_each_program_and_the_daemon_it_left(tmp_path):
+    """_stop_children (a cell interrupted) asks each program's launcher to stop: the program and a setsid daemon of
+    its own both end, and the run returns at once."""
+    import threading
+
+    from streamalloc import cuda
+    from streamalloc.errors import CourseError
+
+    pid_file, prog = tmp_path / "daemon.pid", tmp_path / "hangs.py"
+    prog.write_text(f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    open({str(pid_file)!r}, 'w')"
+                    ".write(str(os.getpid()))\n    time.sleep(600)\n    os._exit(0)\ntime.sleep(600)\n")
+    ended = []
+    thread = threading.Thread(target=lambda: ended.append(pytest.raises(CourseError, cuda.run, sys.executable, [prog],
+                                                                        timeout=120)))
+    thread.start()
+    while not pid_file.exists() or not pid_file.read_text():
+        time.sleep(0.05)
+    t0 = time.perf_counter()
+    together._stop_children(tmp_path)
+    thread.join(10)
+    assert not thread.is_alive() and ended and time.perf_counter() - t0 < 5
+    stat = Path(f"/proc/{pid_file.read_text()}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", "the daemon still runs"

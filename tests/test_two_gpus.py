@@ -2,8 +2,9 @@
 else replays a recording made on one, or says plainly that the lesson has not yet run on two GPUs."""
 import pytest
 
-from streamalloc import cuda, gpu, lesson, replay
+from streamalloc import cuda, gpu, lesson, replay, verdict
 from streamalloc.errors import MissingRecording, NotYetRecorded, StaleRecording
+from labcheck import SHOWN
 from notebook import executed, programs, replayed
 
 H100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
@@ -105,16 +106,16 @@ def test_live_with_one_gpu_replays_and_never_runs(setup, monkeypatch):
 def test_live_with_one_gpu_the_runner_is_told_it_replayed(setup, monkeypatch, tmp_path):
     """Live on one GPU, 05b shows the two-GPU recording: the runner's row must say replayed, not live (and a
     copy with no such recording says not measured)."""
-    note = tmp_path / "note"
-    monkeypatch.setenv("STREAMALLOC_NOT_MEASURED", str(note))
     les = start()
     live(les, 1, H100, monkeypatch)
-    assert les.machine_with(2) is None and note.read_text().startswith("needs 2 GPUs: this lesson has not yet run")
+    assert les.machine_with(2) is None
+    said = SHOWN[-1]  # the note, shown as data (streamalloc.verdict) in the cell's outputs, where the runner reads it
+    assert said.word == verdict.NOT_MEASURED and said.finding.startswith("needs 2 GPUs: this lesson has not yet run")
     record_on_two(setup)
     assert les.machine_with(2).gpu == "NVIDIA H200"
-    said = note.read_text()
-    assert said.startswith(replay.REPLAYED_HERE) and "needs 2 GPUs, this machine has 1" in said, said
-    assert "NVIDIA H200, replayed from a recording of 2026-02-02" in said
+    said = SHOWN[-1]
+    assert said.word == verdict.REPLAYED and "needs 2 GPUs, this machine has 1" in said.finding, said
+    assert "NVIDIA H200, replayed from a recording of 2026-02-02" in said.finding
 
 
 def test_live_with_two_gpus_runs_and_the_recorder_notes_the_count(setup, monkeypatch):

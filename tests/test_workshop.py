@@ -298,6 +298,29 @@ def test_the_instructor_page_reads_only_the_learners_own_file(tmp_path):
     assert "does not belong to the learner" in str(summaries.summaries(tmp_path)["alice"])
 
 
+def test_the_instructor_page_names_each_learners_labs_by_the_word_the_runner_read_as_data(tmp_path):
+    """The words come from summary.json's rows (the runner's verdict, read as data), never from a sentence; a row whose
+    word is not a verdict is left out."""
+    pytest.importorskip("jupyterhub", reason="make hub-test installs it (workshop/requirements-hub.txt)")
+    import summaries
+
+    build = tmp_path / "alice" / "stream-ordered-allocator" / "build"
+    build.mkdir(parents=True)
+    rows = [{"notebook": "labs/lab1_stream_ordered.ipynb", "result": "passed", "lab": "solved"},
+            {"notebook": "labs/lab3_fix_the_race.ipynb", "result": "passed", "lab": "in progress"},
+            {"notebook": "labs/lab2_tune_pool.ipynb", "result": "passed", "lab": "All checks passed."},
+            {"notebook": "notebooks/01_sync_vs_async.ipynb", "result": "passed"}]
+    (build / "summary.json").write_text(json.dumps(rows))
+    (tmp_path / "bob" / "stream-ordered-allocator").mkdir(parents=True)
+    (tmp_path / "carol" / "stream-ordered-allocator" / "build").mkdir(parents=True)
+    (tmp_path / "carol" / "stream-ordered-allocator" / "build" / "summary.json").symlink_to(build / "summary.json")
+    words = {}
+    summaries.summaries(tmp_path, None, words)
+    assert words == {"alice": {"solved": ["labs/lab1_stream_ordered.ipynb"],
+                               "in progress": ["labs/lab3_fix_the_race.ipynb"]}, "bob": {}, "carol": {}}  # a link: not read
+    assert "Labs: solved: lab1_stream_ordered; in progress: lab3_fix_the_race" in summaries.page({"alice": ""}, words)
+
+
 def test_the_cluster_values_give_a_gpu_the_course_and_culling():
     text = (WORKSHOP / "z2jh-values.yaml").read_text()
     values = yaml.safe_load(text)

@@ -14,6 +14,7 @@ is not shown; the page says why. Its Markdown is rendered and then sanitized by 
 """
 import errno
 import html
+import json
 import os
 import stat
 import sys
@@ -27,6 +28,7 @@ from tornado import ioloop, web
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the course's package: its one sanitizer
 from spawn_hook import COURSE_DIR  # noqa: E402
+from streamalloc import verdict  # noqa: E402
 from streamalloc.site import clean  # noqa: E402
 
 LIMIT = 64 * 1024  # a summary is a few KiB; a larger one is cut (a sparse file of gigabytes costs nothing)
@@ -54,19 +56,19 @@ def _open(parent: int, name: str, flags: int, owner: int | None, what: str) -> i
     return fd
 
 
-def read_summary(home: int) -> str:
-    """The summary under the open home folder `home` ("" where nothing has run yet); Refused where it breaks a
-    rule. FileNotFoundError where the home holds no copy of the course."""
+def read_summary(home: int, name: str = "summary.md") -> str:
+    """The runner's file `name` (summary.md, summary.json) under the open home folder `home` ("" where nothing has
+    run yet); Refused where it breaks a rule. FileNotFoundError where the home holds no copy of the course."""
     owner = os.fstat(home).st_uid
     fds = [_open(home, COURSE_DIR, FOLDER, owner, COURSE_DIR)]
     try:
         try:
             fds.append(_open(fds[-1], "build", FOLDER, owner, f"{COURSE_DIR}/build"))
-            fds.append(_open(fds[-1], "summary.md", FILE, owner, f"{COURSE_DIR}/build/summary.md"))
+            fds.append(_open(fds[-1], name, FILE, owner, f"{COURSE_DIR}/build/{name}"))
         except FileNotFoundError:
             return ""
         if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
-            raise Refused(f"{COURSE_DIR}/build/summary.md is not a regular file; not read")
+            raise Refused(f"{COURSE_DIR}/build/{name} is not a regular file; not read")
         data = os.read(fds[-1], LIMIT + 1)
         text = data[:LIMIT].decode(errors="replace")
         return text + CUT if len(data) > LIMIT else text
@@ -75,10 +77,22 @@ def read_summary(home: int) -> str:
             os.close(fd)
 
 
-def summaries(homes: Path, instructor: str | None = None) -> dict[str, str | Refused]:
+def lab_words(text: str) -> dict[str, list[str]]:
+    """{word: [lab, ...]} from the runner's summary.json: each edited lab by its check's verdict, the word the runner
+    read as data (streamalloc.verdict), never from its prose; {} where there is none (or it is cut or not JSON)."""
+    try:
+        rows = json.loads(text) if text else []
+    except ValueError:
+        rows = []
+    return verdict.of_rows(rows if isinstance(rows, list) else [])
+
+
+def summaries(homes: Path, instructor: str | None = None, words: dict | None = None) -> dict[str, str | Refused]:
     """{learner: their summary.md, "" where nothing has run yet, or Refused}, for every home holding a copy of the
-    course, the instructor's excepted."""
+    course, the instructor's excepted; `words`, when given, gets {learner: lab_words(their summary.json)}, read by
+    the same rules."""
     found = {}
+    words = {} if words is None else words
     top = os.open(homes, FOLDER)
     try:
         for name in sorted(os.listdir(top)):
@@ -90,6 +104,10 @@ def summaries(homes: Path, instructor: str | None = None) -> dict[str, str | Ref
                 continue
             try:
                 found[name] = read_summary(home)
+                try:
+                    words[name] = lab_words(read_summary(home, "summary.json"))
+                except (Refused, OSError):  # the page shows the summary without its lab words
+                    words[name] = {}
             except FileNotFoundError:  # no copy: not a learner of this course
                 pass
             except Refused as e:
@@ -111,13 +129,16 @@ def render(markdown: str) -> str:
     return clean(mistune.create_markdown(escape=False, plugins=["table"])(markdown))
 
 
-def page(found: dict[str, str | Refused]) -> str:
+def page(found: dict[str, str | Refused], words: dict | None = None) -> str:
     parts = [f"<h1>The room: {len(found)} learner{'s' if len(found) != 1 else ''}</h1>",
              "<p>Each summary is the learner's own run, as their copy reports it (<code>build/summary.md</code>): a "
              "lab <b>solved</b> there is one whose check passed in that run, which the learner could have edited; "
              "it is not a grade.</p>"]
     for name, summary in found.items():
         parts.append(f"<h2 id='{html.escape(name)}'>{html.escape(name)}</h2>")
+        said = "; ".join(f"{w}: {', '.join(Path(nb).stem for nb in nbs)}" for w, nbs in (words or {}).get(name, {}).items())
+        if said:
+            parts.append(f"<p>Labs: {html.escape(said)}</p>")
         if isinstance(summary, Refused):
             parts.append(f"<p class='refused'>Not shown: {html.escape(str(summary))}.</p>")
         elif summary:
@@ -131,9 +152,10 @@ def page(found: dict[str, str | Refused]) -> str:
 class Summaries(HubOAuthenticated, web.RequestHandler):
     @web.authenticated
     def get(self):
-        found = summaries(Path(os.environ.get("WORKSHOP_HOMES", "/home")), os.environ.get("WORKSHOP_INSTRUCTOR"))
+        words = {}
+        found = summaries(Path(os.environ.get("WORKSHOP_HOMES", "/home")), os.environ.get("WORKSHOP_INSTRUCTOR"), words)
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.write(page(found))
+        self.write(page(found, words))
 
 
 def main():

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from .. import checks, cppsource, measure, traces
-from ..errors import CourseError
+from .. import checks, cppsource, cuda, measure, traces
+from ..errors import CourseError, ProgramFailed, ProgramTimedOut
 from ..measure import UINT64_MAX, nbytes
 from .common import MiB, judge_speed, size, within_limit
 
@@ -117,13 +116,13 @@ def read_choice(report, lesson) -> dict | None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checks.REPO)] + ([extra] if extra else []))}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "choice.json"
-        try:
-            subprocess.run([sys.executable, "-c", READER, str(out), str(path)], cwd=path.parent, env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=READ_TIMEOUT)
-        except subprocess.TimeoutExpired:
+        try:  # as lesson.run runs a Python program: everything it starts ends with it, within the timeout
+            cuda.run(sys.executable, ["-c", READER, out, path], timeout=READ_TIMEOUT, cwd=path.parent, env=env, name=FILE)
+        except ProgramTimedOut:
             report.wrong(f"{FILE} did not finish within {READ_TIMEOUT} s: it only needs to set {', '.join(NAMES)}")
             return None
+        except ProgramFailed:  # it ended its process itself (os._exit): said below, as no values came
+            pass
         try:
             found = json.loads(out.read_text())
         except (OSError, ValueError):
