@@ -34,6 +34,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+NoSuchKernel = pytest.importorskip("jupyter_client.kernelspec").NoSuchKernel  # nbclient raises it, has none of its own
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "lab_checks"
@@ -271,7 +272,7 @@ def run_check(notebook: Path, case: str, file: str, edit=None) -> Check:
                                      resources={"metadata": {"path": str(notebook.parent)}})
     try:
         client.execute()
-    except nbclient.exceptions.NoSuchKernel:
+    except NoSuchKernel:
         pytest.skip("no python3 Jupyter kernel")
     *before, check = nb.cells
     assert "check" in check.metadata.get("tags", []), f"{notebook.name}: its last code cell is not the check"

@@ -200,6 +200,7 @@ AFTER_FIRST_SYNC = ("if (it == 0) {  // the pool is warm now: keep it\n    const
                     "    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&keep_all));\n}")
 
 KEPT = "trim (record): right after tuned_loop returned, the default pool still reserved"
+PROMISE = "trim (record): your cudaMemPoolTrimTo asks to keep at least"  # judged by the API's promise first
 ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
     # a value put back that is not the saved one, a value right only for the defaults, a skipped path
     "the threshold put back to a literal 0": (
@@ -271,20 +272,23 @@ ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
         ["reserved memory: the pool still gives memory back",
          "less than the 67,108,864 bytes (64 MiB) each iteration allocates"]),
     "trimmed down to 64 MiB, not to 0": (
-        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, 64ull << 20));\n" + RESTORE]), [KEPT]),
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, 64ull << 20));\n" + RESTORE]), [PROMISE + " 67,108,864"]),
     # trims that keep the memory: the argument is the minimum to keep (§15.7), and what the pool reserves tells
     "trimmed to UINT64_MAX": (
-        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, UINT64_MAX));  // all of it?\n" + RESTORE]), [KEPT]),
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, UINT64_MAX));  // all of it?\n" + RESTORE]),
+        [PROMISE + " UINT64_MAX", "measured on this GPU's driver"]),
     "trimmed to what one iteration allocates": (
         lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, bytes));  // back to one iteration\n" + RESTORE]),
-        [KEPT]),
+        [PROMISE]),
     "trimmed to the threshold it found": (  # 0 in the timed run: only the run from 1 GiB tells
         lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, threshold_before));\n" + RESTORE]),
-        [KEPT, "(4 MiB × 4 iterations from threshold 1 GiB, a threshold at which no synchronization gives it back"]),
+        [PROMISE + " 1,073,741,824 bytes (1024 MiB) (4 MiB × 4 iterations from threshold 1 GiB)"]),
     "trimmed to UINT64_MAX, put back and synchronized": (  # at threshold 0 the synchronization hides it
         lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, UINT64_MAX));\n" + RESTORE
                               + "\nCHECK(cudaStreamSynchronize(s));"]),
-        [KEPT, "(4 MiB × 4 iterations from threshold 1 GiB, a threshold at which no synchronization gives it back"]),
+        [PROMISE + " UINT64_MAX"]),
+    "trimmed to one byte less than an iteration": (  # below the promise's reach: what it kept tells
+        lambda t: regions(t, [SET, "CHECK(cudaMemPoolTrimTo(pool, bytes - 1));\n" + RESTORE]), [KEPT]),
     "a pool the code creates, trimmed": (
         lambda t: regions(t, [SET, OWN_POOL + "CHECK(cudaMemPoolTrimTo(mine, 0));\n" + RESTORE
                               + "\nCHECK(cudaMemPoolDestroy(mine));"]),
@@ -515,6 +519,8 @@ RECORDED_WRONG = {  # name: (what its record holds, what its timed run prints)
     "trimmed to what one iteration allocates": (
         lambda args: tuned_record(args, todo2=[("trim", int(args[0])), ("set", READ)]), run_lines(reserved_end=64 * MiB)),
     "trimmed to the threshold it found": (recorded(todo2=[("trim", READ), ("set", READ)]), run_lines()),
+    "trimmed to one byte less than an iteration": (
+        lambda args: tuned_record(args, todo2=[("trim", int(args[0]) - 1), ("set", READ)]), run_lines()),
     "trimmed to UINT64_MAX, put back and synchronized": (
         recorded(todo2=[("trim", MAX), ("set", READ), ("sync",)]), run_lines()),
     "a 1-byte threshold": (recorded(todo1=[("set", 1)]), run_lines(kept=0, us=200.0, threshold=1)),
@@ -667,17 +673,25 @@ def test_a_right_answer_in_the_driver_api_passes(name):
     LAB.passes(name, DRIVER_RIGHT[name])
 
 
-def test_a_trim_that_keeps_memory_is_told_what_it_kept_not_its_argument(tmp_path, capsys):
-    """Trimmed to UINT64_MAX, the threshold put back, then a synchronization: from threshold 0 the synchronization gives
-    the memory back and hides the trim; from 1 GiB nothing does, and the pool's reserved memory right after tuned_loop
-    (read by the harness) is what the trim kept. The finding says that amount, never the argument."""
+def test_a_trim_that_asks_to_keep_memory_is_told_the_api_s_promise_and_what_was_measured(tmp_path, capsys):
+    """Trimmed to UINT64_MAX: the runtime API promises the pool keeps at least that much (a trim that does nothing),
+    whatever a driver does (an H200's driver 580 released everything, measured live). The finding says the promise
+    and the reserved memory the harness read, from the first run."""
     name = "trimmed to UINT64_MAX, put back and synchronized"
     calls, lines = RECORDED_WRONG[name]
     said, _ = judged(tmp_path, ANSWERS_WRONG[name][0], lines, capsys, calls)
-    assert said.startswith("1 thing still wrong: trim (record): right after tuned_loop returned, the default pool still "
-                           "reserved 4,194,304 bytes (4 MiB), 4,194,304 bytes (4 MiB) more than the 0 bytes in use (4 MiB "
-                           "× 4 iterations from threshold 1 GiB"), said
-    assert "UINT64_MAX" not in said and str(UINT64_MAX) not in said, said
+    assert said.startswith("1 thing still wrong: " + PROMISE + " UINT64_MAX (8 MiB × 3 iterations from threshold 0)"), said
+    assert "Right after tuned_loop returned the pool reserved" in said, said
+
+
+def test_a_trim_below_the_promise_that_keeps_memory_is_told_what_it_kept(tmp_path, capsys):
+    """One byte less than an iteration: below what the promise rule reads, and the pool's reserved memory right after
+    tuned_loop (no synchronization after the trim) is what the trim kept."""
+    name = "trimmed to one byte less than an iteration"
+    calls, lines = RECORDED_WRONG[name]
+    said, _ = judged(tmp_path, ANSWERS_WRONG[name][0], lines, capsys, calls)
+    assert said.startswith("1 thing still wrong: " + KEPT), said
+    assert "more than the 0 bytes in use (8 MiB × 3 iterations from threshold 0)" in said, said
 
 
 def test_a_record_without_the_harness_readings_after_tuned_loop_is_wrong(tmp_path, capsys):

@@ -168,7 +168,7 @@ def pool_story(args, rec) -> dict:
             waiting = False
             story["syncs"].append(next((value[p] for p in defaults if p in value), 0))
         elif call == "cudaMemPoolTrimTo" and ok:
-            story["trims"].append((len(story["syncs"]), c["pool"] in defaults, c["pool"]))
+            story["trims"].append((len(story["syncs"]), c["pool"] in defaults, c["pool"], c.get("size", 0)))
         story["end"] = next((value[p] for p in defaults if p in value), 0)  # as tuned_loop leaves it
     return story
 
@@ -271,8 +271,21 @@ def trimmed_after_the_loop(report, stories) -> bool:
 
 def what_the_trim_left(report, stories, seen):
     """What the pool reserved right after tuned_loop returned, beyond what is in use, as the harness read it: nothing.
-    Judged by what the trim did, not by its argument; the run that starts from a threshold above what the pool reserves
-    is the one where no synchronization after the trim (at the threshold put back) can give back what it kept."""
+    First what the runtime API promises: a trim asked to keep at least what an iteration allocates keeps it (or does
+    nothing, where the pool holds less), whatever a driver does (an H200's driver released everything on a trim to
+    UINT64_MAX, measured live); the finding says the promise and the measured reserve. Then what the trim did: the run
+    that starts from a threshold above what the pool reserves is the one where no synchronization after the trim (at
+    the threshold put back) can give back what it kept."""
+    for s in stories:  # what the runtime API promises first, then what this driver did (measured) beside it
+        keep = max([t[3] for t in s["trims"] if t[0] == len(s["syncs"]) and t[1]], default=0)
+        if keep >= int(s["args"][0]) and s["left"].get(RESERVED) is not None:
+            report.wrong(f"trim (record): your cudaMemPoolTrimTo asks to keep at least {size(keep)} ({setting(s)}), as "
+                         f"much as an iteration allocates or more: the runtime API promises that the pool keeps at least "
+                         f"minBytesToKeep bytes reserved, and that the trim does nothing where the pool holds less. Right "
+                         f"after tuned_loop returned the pool reserved {size(s['left'][RESERVED])} (measured on this "
+                         f"GPU's driver; what is released beyond the promise is the driver's choice, not the API's): "
+                         f"keep none, cudaMemPoolTrimTo(pool, 0) (TODO 2; {CACHE})")
+            return
     for s in stories:
         reserved, used = s["left"].get(RESERVED), s["left"].get(USED)
         if reserved is None or used is None:
