@@ -83,12 +83,10 @@ def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: flo
     return {**record, "process": process} if process else record
 
 
-def canned(break_keep=False, spread=0.0, again_us=0.0, tune=None):
+def canned(break_keep=False, spread=0.0, again_us=0.0):
     """What the notebook's programs print, from the toy model: outputs(file, args) for a StandIn. again_us: how far the
     A/A twin's rounds lie from its setting's (0: the same figures). With `spread`, the explicit pool's rounds fall
-    while the others' rise: noise the pairing cannot cancel. `tune`: see tuned_records."""
-    tune = tune or {}
-
+    while the others' rise: noise the pairing cannot cancel."""
     def outputs(file, args):
         if file == "torch_step.py":
             steps = [[["alloc", 1000 + k * 10 + i, (i + 1) * MiB, 7] for i in range(4)]
@@ -114,9 +112,8 @@ def canned(break_keep=False, spread=0.0, again_us=0.0, tune=None):
                               rounds=n, falling=True),
                     toy(t, "one buffer (no allocator)", "one-buffer", True, 50.0 + work, 0.0, work, rounds=n)]
         assert file == "replay_alloc.py", file
-        lib, paths = args[0], list(dict.fromkeys(a for a in args[1:] if a not in ("--footprint", "--pair", "--tune")))
+        lib, paths = args[0], [a for a in args[1:] if a not in ("--footprint", "--pair")]
         footprint = args[args.index("--footprint") + 1:] if "--footprint" in args else []
-        tuned = args[args.index("--tune") + 1:args.index("--footprint")] if "--tune" in args else []
         pair = {"turns_with": {"torch": "torch-async", "torch-async": "torch"}[lib]} if "--pair" in args else {}
         out = [{"library": lib, "torch": "0.0+cu130", "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
             if lib.startswith("torch") else []
@@ -127,60 +124,12 @@ def canned(break_keep=False, spread=0.0, again_us=0.0, tune=None):
                 out.append({"trace": t.name, "allocator": "RMM pool", "skipped": "RMM is not installed (canned)"})
             else:
                 out.append({**toy(t, f"{lib} pool", "python", lib != "torch-async", 400.0, process=lib, rounds=n),
-                            "trace": t.name, **pair, **(tuned_probe("expandable_segments:False") if lib == "torch" else {})})
+                            "trace": t.name, **pair})
             if lib == "torch-async":  # the A/A twin: the same setting again, `again_us` from it
                 out.append({**toy(t, f"{lib} pool (again)", "python", False, 400.0 + again_us, process=lib, rounds=n),
                             "trace": t.name, "again_of": f"{lib} pool", **pair})
-            if p in tuned:
-                out += [{**r, **pair} for r in tuned_records(t, lib, tune)]
         return out
     return outputs
-
-
-def tuned_probe(conf: str, took: float | None = None, cut: bool | None = None) -> dict:
-    """What replay_alloc.py's probe reports for a native setting with this PYTORCH_CUDA_ALLOC_CONF (40 MiB freed, then
-    4.5 MiB asked), as PyTorch does it, unless `took` or `cut` say otherwise."""
-    took = took if took is not None else 5.0 if "roundup_power2_divisions" in conf else 4.5
-    cut = cut if cut is not None else "max_split_size_mb" not in conf
-    return {"conf": conf, "probe": {"asked": 9 << 19, "took": int(took * MiB), "cut_from_free_block": cut}}
-
-
-def cap_of(t: W.Trace) -> int:
-    return -(-int(t.stats()["peak"] * 1.1) // (2 * MiB)) * (2 * MiB)
-
-
-def tuned_records(t: W.Trace, lib: str, tune: dict) -> list[dict]:
-    """replay_alloc.py --tune's records of one library on one trace, from the toy model: native's three settings
-    (max_split_size_mb 100 µs a step ahead of native in every round, roundup_power2_divisions level with it), the cap
-    (which retried 3 times) and garbage collection under it (50 µs ahead of the cap alone); cudaMallocAsync's cap
-    reserving 16 MiB above it (its cap counts what it hands out), CuPy's failing half way, RMM's skipped. `tune`
-    changes fields of a setting's record: {allocator: {field: value}}."""
-    cap, native = cap_of(t), "torch pool"
-    capped = {"torch": f"{native}, memory cap", "torch-async": "PyTorch cudaMallocAsync, memory cap",
-              "cupy": "CuPy MemoryPool, memory cap", "rmm": "RMM pool, memory cap"}[lib]
-    if lib == "rmm":
-        made = [{"allocator": capped, "skipped": "RMM is not installed (canned)", "cap": cap, "process": lib}]
-    elif lib == "torch":
-        made = [{**toy(t, name, "python", True, us, process=lib), **tuned_probe(conf), "beside": beside, **extra}
-                for name, conf, us, beside, extra in (
-                    (f"{native}, max_split_size_mb:32", "expandable_segments:False,max_split_size_mb:32", 300.0,
-                     native, {}),
-                    (f"{native}, roundup_power2_divisions:4", "expandable_segments:False,roundup_power2_divisions:4",
-                     400.0, native, {}),
-                    (capped, "expandable_segments:False", 500.0, native,
-                     {"cap": cap, "cap_on": "reserved", "library_counters": {"num_alloc_retries": 3}}),
-                    (f"{capped}, garbage_collection_threshold:0.8",
-                     "expandable_segments:False,garbage_collection_threshold:0.8", 450.0, capped,
-                     {"cap": cap, "cap_on": "reserved", "library_counters": {"num_alloc_retries": 0}}))]
-    elif lib == "torch-async":
-        r = toy(t, capped, "python", False, 400.0, process=lib, rounds=0)
-        made = [{**r, "cap": cap, "cap_on": "in use", "peak_reserved": cap + 16 * MiB}]
-    else:
-        r = toy(t, capped, "python", True, 400.0, process=lib, rounds=0)
-        made = [{**r, "cap": cap, "cap_on": "reserved", "peak_in_use": r["peak_in_use"] // 2,
-                 "peak_reserved": r["peak_reserved"] // 2, "failed": "OutOfMemoryError: Out of memory allocating "
-                                                                     "1,048,576 bytes (allocated so far: 9 bytes)."}]
-    return [{**r, "trace": t.name, **tune.get(r["allocator"], {})} for r in made]
 
 
 def lesson_08(tmp_path, outputs=None):
@@ -212,58 +161,6 @@ def test_the_cells_run_on_canned_output_and_conclude_from_it(tmp_path, capsys):
         pytorch, pytorch
     assert text.count("Test GPU") == 1 and "threshold 0 (" in text  # it gave memory back once warm
     assert (tmp_path / "cupy_hook_log.jsonl").read_text().count("\n") == 4  # the hook log, as a learner's file
-
-
-def test_section_5_shows_each_setting_beside_the_one_it_changes_and_who_holds_under_the_cap(tmp_path):
-    """On canned output: max_split_size_mb ahead of native in every paired round is named faster, roundup level with
-    it a tie, the cap slower than native and garbage collection faster than the cap alone; under the cap, native held
-    after its 3 retries, CuPy failed (its error's type named), cudaMallocAsync reserved above a cap that counts only what
-    it hands out, RMM skipped. Section 4's tables and verdicts leave all of them out."""
-    ns = run_cells(NAME, lesson_08(tmp_path))
-    t = ns["traces"]["PyTorch training step"]
-    said = {r["setting"]: r["against the setting beside it"] for r in W.settings_rows(ns["results"], t)}
-    assert said == {"torch pool, max_split_size_mb:32": "faster by 100.0 µs (p = 0.0039)",
-                    "torch pool, roundup_power2_divisions:4": "a tie",
-                    "torch pool, memory cap": "slower by 100.0 µs (p = 0.0039)",
-                    "torch pool, memory cap, garbage_collection_threshold:0.8": "faster by 50.0 µs (p = 0.0039)"}, said
-    text = W.cap_sentence(ns["results"], t)
-    assert ("held by freeing cached memory and trying again: torch pool, memory cap (after 3 retries)" in text
-            and "failed: CuPy MemoryPool, memory cap (OutOfMemoryError)" in text
-            and "counts only what it hands out: PyTorch cudaMallocAsync, memory cap." in text), text
-    rows = {r["allocator"]: r for r in W.cap_rows(ns["results"], t)}
-    assert rows["RMM pool, memory cap"]["outcome"].startswith("skipped") and rows["RMM pool, memory cap"]["library"] == "RMM"
-    assert rows["torch pool, memory cap"]["retries (the library's count)"] == 3
-    assert rows["CuPy MemoryPool, memory cap"]["retries (the library's count)"] == "not counted"
-    section_4 = {r["allocator"] for r in W.rows(ns["results"], t)} | {f.name for fs in W.verdicts(ns["results"], t).values()
-                                                                      for f in fs}
-    assert section_4 and not any("memory cap" in a or "max_split" in a or "roundup" in a for a in section_4), section_4
-
-
-@pytest.mark.parametrize("setting, change, why", [
-    ("torch pool, roundup_power2_divisions:4", {"probe": {"took": 9 << 19, "cut_from_free_block": True}}, "4.5 MiB took"),
-    ("torch pool, memory cap", {"probe": {"took": 5 * MiB, "cut_from_free_block": True}}, "4.5 MiB took"),  # left behind
-    ("torch pool, max_split_size_mb:32", {"probe": {"took": 9 << 19, "cut_from_free_block": True}}, "40 MiB block"),
-    ("torch pool, memory cap, garbage_collection_threshold:0.8", {"peak_in_use": MiB}, "what is in use is the trace"),
-    ("torch pool, memory cap", {"peak_reserved": 1 << 40}, "passed the cap"),
-    ("PyTorch cudaMallocAsync, memory cap", {"peak_in_use": 1 << 40, "peak_reserved": 1 << 40}, "passed the cap"),
-    ("CuPy MemoryPool, memory cap", {"cap": 1 << 40}, "a cap of"),
-    ("PyTorch cudaMallocAsync, memory cap", {"peak_in_use": MiB}, "held, so in use is the peak")])
-def test_a_setting_that_did_not_do_what_it_says_fails_section_5(setting, change, why, tmp_path):
-    """A setting whose probe shows it did not apply (or one before it left its rounding behind), a setting that held
-    but reports another peak in use, a library past its cap in what the cap bounds, a cap that is not a little above
-    the trace's peak: each fails its cell."""
-    with pytest.raises(AssertionError, match=why):
-        run_cells(NAME, lesson_08(tmp_path, canned(tune={setting: change})))
-
-
-def test_only_rmm_s_pages_may_pass_a_cap():
-    """What a cap bounds stays under it: exactly for what a library counts itself; RMM's pool, read with cudaMemGetInfo
-    in whole 2 MiB pages, by at most a page each time it grew."""
-    r = {"cap": 100 * MiB, "cap_on": "reserved", "peak_reserved": 101 * MiB, "peak_in_use": 90 * MiB, "grows": 1,
-         "grows_warm": 0}
-    assert not W.within_cap(r) and W.within_cap({**r, "reserved_from": "cudaMemGetInfo"})
-    assert not W.within_cap({**r, "reserved_from": "cudaMemGetInfo", "peak_reserved": 103 * MiB})
-    assert W.within_cap({**r, "cap_on": "in use"}) and not W.within_cap({**r, "cap_on": "in use", "peak_in_use": 101 * MiB})
 
 
 def test_five_rounds_are_a_tie_that_says_why(tmp_path, capsys, monkeypatch):
@@ -482,77 +379,32 @@ def test_the_programs_run_together_take_their_turn_after_their_imports():
 
 
 class FakeTorch:
-    """Just enough of torch for replay_alloc.py's Torch class, with PyTorch's rules for its allocator settings: a call
-    sets what its PYTORCH_CUDA_ALLOC_CONF names, max_split_size_mb, roundup_power2_divisions and
-    garbage_collection_threshold back to their defaults where it names them not (parseArgs), expandable_segments keeping
-    its value; the memory fraction; and a toy caching allocator that follows them: a request rounded up to a power-2
-    division, a free segment handed out unless max_split_size_mb keeps it for larger requests, segments as PyTorch's
-    snapshot reports them (beside one of another kind, which no block comes from). `calls` notes every setting and
-    fraction set, in order."""
-
-    TOTAL = 80 << 30
+    """Just enough of torch for replay_alloc.py's Torch class: the expandable_segments setting, and segments made
+    under it as PyTorch's snapshot reports them."""
 
     def __init__(self, new_api=True):
         import types
-        self.settings, self.share, self.calls, self.segments, self.allocated = {}, 1.0, [], [], 0
-        self.set("expandable_segments:False")
-        self.calls.clear()
+        self.expandable, self.segments, self.calls = False, [], []
         old = self.set if not new_api else lambda conf: pytest.fail("the call deprecated since PyTorch 2.11")
         cuda = types.SimpleNamespace(
-            empty_cache=lambda: self.segments.__setitem__(slice(None), [s for s in self.segments if not s["free"]]),
-            reset_peak_memory_stats=lambda: None, synchronize=lambda: None, mem_get_info=lambda: (1 << 30, self.TOTAL),
-            set_stream=lambda stream: None, default_stream=lambda: None,
-            set_per_process_memory_fraction=self.fraction, OutOfMemoryError=type("OutOfMemoryError", (RuntimeError,), {}),
-            memory_stats_as_nested_dict=lambda: {
-                "allocated_bytes": {"all": {"current": self.allocated}},
-                "reserved_bytes": {"all": {"current": sum(s["total_size"] for s in self.segments)}}},
-            memory=types.SimpleNamespace(_set_allocator_settings=old, get_allocator_backend=lambda: "native",
-                                         _snapshot=lambda: {"segments": [self.decoy(), *self.segments]}))
+            empty_cache=lambda: self.segments.clear(), reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
+            mem_get_info=lambda: (1 << 30, 2 << 30),
+            memory=types.SimpleNamespace(_set_allocator_settings=old, _snapshot=lambda: {"segments": self.segments}))
         self.cuda, self.uint8 = cuda, "uint8"
         self._C = types.SimpleNamespace(_accelerator_setAllocatorSettings=self.set) if new_api else types.SimpleNamespace()
 
     def set(self, conf):
         self.calls.append(conf)
-        named = dict(item.split(":") for item in conf.split(","))
-        assert set(named) <= {"expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
-                              "garbage_collection_threshold"} and named.get("expandable_segments", "True") in (
-            "True", "False"), conf
-        self.settings = {"expandable_segments": self.settings.get("expandable_segments"), **named}
-
-    def fraction(self, share):
-        self.calls.append(share)
-        self.share = share
-
-    def decoy(self):
-        return {"address": 1 << 50, "total_size": 1 << 30, "is_expandable": self.settings["expandable_segments"] != "True"}
+        key, _, value = conf.partition(":")
+        assert key == "expandable_segments" and value in ("True", "False"), conf
+        self.expandable = value == "True"
 
     def empty(self, n, dtype=None, device=None):
-        fake, divisions = self, int(self.settings.get("roundup_power2_divisions", 0))
-        step = max(512, (1 << (n.bit_length() - 1)) // divisions) if divisions else 512
-        size = -(-n // step) * step
-        whole = int(self.settings.get("max_split_size_mb", 1 << 30)) * MiB  # a free segment this large serves only these
-        fits = [s for s in self.segments if s["free"] and s["total_size"] >= size and not size < whole <= s["total_size"]]
-        segment = min(fits, key=lambda s: s["total_size"]) if fits else {
-            "address": (len(self.segments) + 1) << 36, "total_size": -(-size // (2 * MiB)) * (2 * MiB),
-            "is_expandable": self.settings["expandable_segments"] == "True"}
-        if not fits:
-            self.segments.append(segment)
-        segment["free"], self.allocated = False, self.allocated + size
-
-        class Tensor:
-            def data_ptr(self):
-                return segment["address"]
-
-            def __getitem__(self, cut):
-                return self
-
-            def fill_(self, value):
-                return self
-
-            def __del__(self):
-                segment["free"], fake.allocated = True, fake.allocated - size
-
-        return Tensor()
+        import types
+        address = 1 << 30 + len(self.segments)
+        self.segments.append({"address": address - 4096, "total_size": 2 * n, "is_expandable": self.expandable})
+        self.segments.insert(0, {"address": 0, "total_size": 4096, "is_expandable": not self.expandable})  # another
+        return types.SimpleNamespace(data_ptr=lambda: address)
 
 
 @pytest.mark.parametrize("new_api", [True, False])
@@ -573,74 +425,17 @@ def test_one_process_replays_pytorch_native_with_and_without_expandable_segments
         said = {n: a.setting()["segments_expandable"] for n, a, _ in made}
         if library == "torch":
             assert said == {names[0]: ["False"], names[1]: None, names[2]: ["True"]}  # the floor makes no segment to ask about
-            assert fake.calls == ["expandable_segments:False", 1.0, "expandable_segments:False", 1.0,
-                                  "expandable_segments:True", 1.0]
-        else:  # nothing switched under the async backend (no cap either); the A/A twin says what it repeats
-            assert said == dict.fromkeys(names) and fake.calls[6:] == [1.0] * 3
+            assert fake.calls == ["expandable_segments:False", "expandable_segments:False", "expandable_segments:True"]
+        else:  # nothing switched under the async backend; the A/A twin says what it repeats
+            assert said == dict.fromkeys(names) and len(fake.calls) == 3
             assert [f for _, _, f in made] == [{}, {}, {"again_of": "PyTorch cudaMallocAsync"}]
-
-
-def test_each_pytorch_setting_is_applied_when_made_and_undone_when_closed(monkeypatch):
-    """--tune's native settings, each made from a fresh state and closed before the next, on a stand-in of torch that
-    follows PyTorch's rules for its settings: each sets its whole PYTORCH_CUDA_ALLOC_CONF and its memory fraction before
-    its first request (a cap: the fraction whose bytes, as PyTorch computes them, are the cap, the trace's peak plus
-    10 % rounded up to 2 MiB), its probe finds what that setting does and nothing of the one before (roundup rounds
-    4.5 MiB up to 5, max_split keeps a free 40 MiB block whole), and close() sets the plain native allocator back,
-    uncapped."""
-    fake = FakeTorch()
-    monkeypatch.setitem(sys.modules, "torch", fake)
-    rep = replayer()
-    peak = 411502608  # the training step's
-    cap = rep.cap_of(peak)
-    assert cap % (2 * MiB) == 0 and peak * 1.1 <= cap < peak * 1.1 + 2 * MiB, cap
-    made = rep.settings("torch", 64, peak, tuned=True)
-    assert [f.get("beside") for _, _, f in made] == [None] * 3 + ["PyTorch native"] * 3 + ["PyTorch native, memory cap"]
-    for name, make, fields in made:
-        fake.calls.clear()
-        a = make(True)
-        said = a.setting()
-        conf, share = fake.calls[:2]
-        assert said.get("conf", "expandable_segments:False") == conf and fake.settings == dict(
-            item.split(":") for item in conf.split(",")), (name, conf)
-        assert (int(share * fake.TOTAL), said.get("cap"), said.get("cap_on")) == (
-            (cap, cap, "reserved") if "memory cap" in name else (fake.TOTAL, None, None)), (name, share)
-        if "probe" in said:
-            assert said["probe"]["took"] == (5 if "roundup_power2_divisions" in name else 4.5) * MiB, (name, said)
-            assert said["probe"]["cut_from_free_block"] == ("max_split_size_mb" not in name), (name, said)
-        a.close()
-        assert fake.calls[-2:] == ["expandable_segments:False", 1.0] and fake.settings == {
-            "expandable_segments": "False"} and fake.share == 1.0, f"{name} left its settings behind: {fake.calls}"
-    assert sum("probe" in make(True).setting() for _, make, _ in made) == 6, "every native setting but the floor probes"
-
-
-def test_a_setting_that_refuses_a_request_stops_and_says_why(capsys):
-    """A capped library that cannot serve a request: its pass ends there, its record says the error's type and first
-    line and holds no timed round; the settings beside it are timed in every round."""
-    rep = replayer()
-    t = W.built_to_fragment(steps=3)
-
-    class Capped(FakeAllocator):
-        out_of_memory = (MemoryError,)
-
-        def allocate(self, nbytes):
-            if self.live + nbytes > t.stats()["peak"] // 2:
-                raise MemoryError("Out of memory allocating 88 bytes\nsecond line")
-            return super().allocate(nbytes)
-
-    list(rep.measure(t.name, t.events, [("capped", lambda first: Capped(), {}), ("fine", lambda first: FakeAllocator(), {})],
-                     3))
-    got = {r["allocator"]: r for r in map(json.loads, capsys.readouterr().out.strip().splitlines())}
-    assert got["capped"]["failed"] == "MemoryError: Out of memory allocating 88 bytes"
-    assert got["capped"]["round_us"] == [] and got["capped"]["peak_in_use"] < t.stats()["peak"]
-    assert "failed" not in got["fine"] and len(got["fine"]["round_us"]) == 3
-    assert W.outcome(got["capped"]).startswith("failed: MemoryError") and not W.timed(got["capped"])
 
 
 def switch_ignored(file, args):
     """PyTorch's native process, where the run-time switch to expandable_segments did not take."""
     out = canned()(file, args)
     if file == "replay_alloc.py" and args[0] == "torch":
-        for p in dict.fromkeys(a for a in args[1:args.index("--footprint")] if a not in ("--pair", "--tune")):
+        for p in [a for a in args[1:args.index("--footprint")] if a != "--pair"]:
             t = W.Trace.parse(Path(p).read_text())
             for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
                 out.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
@@ -741,7 +536,6 @@ def test_pytorch_s_current_stream_is_switched_only_where_the_trace_changes_strea
     cuda = types.SimpleNamespace(
         empty_cache=lambda: None, reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
         mem_get_info=lambda: (1 << 30, 2 << 30), memory_stats_as_nested_dict=lambda: {},
-        set_per_process_memory_fraction=lambda share: None, OutOfMemoryError=MemoryError,
         Stream=lambda: f"stream {next(streams)}", set_stream=calls.append, default_stream=lambda: "default")
     fake = types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=lambda n, dtype=None, device=None: Tensor(n))
     monkeypatch.setitem(sys.modules, "torch", fake)
@@ -793,7 +587,9 @@ def recorded_traces(folder: Path) -> dict:
     return got
 
 
-near = W.near  # within an allocator's rounding of the target: 3 %, or 8 MiB for a small trace
+def near(value: int, target: int) -> bool:
+    """Within an allocator's rounding of `target`: 3 %, or 8 MiB for a small trace."""
+    return abs(value - target) <= max(0.03 * target, 8 * MiB)
 
 
 def replays_of(folder: Path):
@@ -820,8 +616,6 @@ def calibration_problems(folder: Path) -> tuple[int, list[str]]:
         s = known[name]
         seen += 1
         said = f"{folder.parent.name}: {name}, {r['allocator']} ({r.get('process', 'C++')}):"
-        if r.get("failed"):  # a capped library that could not serve a request: it never reached the trace's peak
-            continue
         if W.is_floor(r):
             held = min(r["peak_in_use"], r["peak_reserved"])
             if not near(held, s["largest"]):
@@ -915,9 +709,7 @@ class Memory:
         cuda = types.SimpleNamespace(
             empty_cache=lambda: None, reset_peak_memory_stats=lambda: None, synchronize=lambda: None,
             memory_stats_as_nested_dict=lambda: {}, memory_stats=lambda: {}, Stream=object, set_stream=lambda s: None,
-            default_stream=lambda: None, mem_get_info=lambda: (1 << 30, 2 << 30), OutOfMemoryError=MemoryError,
-            set_per_process_memory_fraction=lambda share: None,
-            memory=types.SimpleNamespace(_snapshot=lambda: {"segments": []}, get_allocator_backend=lambda: "native"))
+            default_stream=lambda: None, memory=types.SimpleNamespace(_snapshot=lambda: {"segments": []}))
         return types.SimpleNamespace(cuda=cuda, uint8="uint8", empty=self.empty,
                                      _C=types.SimpleNamespace(_accelerator_setAllocatorSettings=lambda conf: None))
 
@@ -941,9 +733,6 @@ class Memory:
             def free_all_blocks(self):
                 pass
 
-            def set_limit(self, size=None):
-                self.limit = size
-
         allocator = {}
         cuda = types.SimpleNamespace(MemoryPool=Pool, MemoryAsyncPool=Pool, get_default_memory_pool=Pool,
                                      set_allocator=lambda f: allocator.update(now=f),
@@ -957,8 +746,7 @@ class Memory:
 def test_no_buffer_of_the_replayer_outlives_its_setting(library, monkeypatch):
     """Each setting is made only when nothing of the one before is alive (no array, no view of its one buffer, which
     would keep the buffer: a library would count it in use beside the trace), through the sampled passes and every
-    round; the warm-up leaves nothing either; --tune's settings too. On stand-ins of PyTorch's and CuPy's arrays that
-    count what is alive."""
+    round; the warm-up leaves nothing either. On stand-ins of PyTorch's and CuPy's arrays that count what is alive."""
     memory = Memory()
     monkeypatch.setitem(sys.modules, "torch", memory.torch())
     monkeypatch.setitem(sys.modules, "cupy", memory.cupy())
@@ -976,10 +764,9 @@ def test_no_buffer_of_the_replayer_outlives_its_setting(library, monkeypatch):
 
     list(rep.warm_up(library, t.events))
     assert not memory.alive, "the warm-up's floor let go of its buffer"
-    settings = [(name, fresh(name, make), fields) for name, make, fields in rep.settings(library, largest, peak, True)]
+    settings = [(name, fresh(name, make), fields) for name, make, fields in rep.settings(library, largest, peak)]
     list(rep.measure(t.name, t.events, settings, 2))
-    assert not memory.alive and len(made) == sum(1 if name in rep.UNTIMED else 3 for name, _, _ in settings), made
-    assert len(settings) == {"torch": 7, "torch-async": 4, "cupy": 4}[library]  # with --tune's
+    assert not memory.alive and len(made) == 3 * len(settings), made
 
 
 def test_the_floor_reports_one_buffer_of_the_trace_s_largest_block(monkeypatch):
@@ -1141,8 +928,7 @@ def _nothing(*args, **kwargs):
 cuda = types.SimpleNamespace(
     is_available=lambda: True, mem_get_info=lambda: (1 << 30, 2 << 30), empty_cache=_nothing,
     reset_peak_memory_stats=_nothing, synchronize=_nothing, memory_stats_as_nested_dict=dict, memory_stats=dict,
-    Stream=object, set_stream=_nothing, default_stream=_nothing, set_per_process_memory_fraction=_nothing,
-    OutOfMemoryError=MemoryError,
+    Stream=object, set_stream=_nothing, default_stream=_nothing,
     memory=types.SimpleNamespace(get_allocator_backend=lambda: _backend, _snapshot=lambda: {"segments": []}))
 _C = types.SimpleNamespace(_accelerator_setAllocatorSettings=_nothing)
 '''
@@ -1152,8 +938,7 @@ def test_pytorch_s_two_processes_pair_their_rounds_as_programs(tmp_path):
     """replay_alloc.py torch --pair and torch-async --pair, started together as sa.together.run starts them (the turn
     file named, each saying when its imports are done): both replay every unit, native's process takes the GPU's turn
     and cudaMallocAsync's never runs outside it, their parts alternating; each record says whom it took turns with.
-    With --tune, native's four settings are timed in the same rounds and cudaMallocAsync's cap replayed for its
-    footprint, which changes no unit. On a stand-in of torch that notes which process made each array."""
+    On a stand-in of torch that notes which process made each array."""
     import subprocess
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
@@ -1162,8 +947,7 @@ def test_pytorch_s_two_processes_pair_their_rounds_as_programs(tmp_path):
     log, turn = tmp_path / "made.log", tmp_path / ".gpu_turn"
     turn.write_bytes(b"")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "FAKE_TORCH_LOG": str(log), "STREAMALLOC_GPU_TURN": str(turn)}
-    procs = {lib: subprocess.Popen([sys.executable, str(tmp_path / "replay_alloc.py"), lib, "--pair", str(trace), "--tune",
-                                    str(trace)],
+    procs = {lib: subprocess.Popen([sys.executable, str(tmp_path / "replay_alloc.py"), lib, "--pair", str(trace)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for lib in ("torch-async", "torch")}
     out = {lib: p.communicate(timeout=120) for lib, p in procs.items()}
@@ -1171,9 +955,7 @@ def test_pytorch_s_two_processes_pair_their_rounds_as_programs(tmp_path):
     assert turn.read_bytes() == b"..", "both said their imports were done"
     for lib, (stdout, _) in out.items():
         records = [json.loads(line) for line in stdout.splitlines() if '"allocator"' in line]
-        assert len(records) == {"torch": 7, "torch-async": 4}[lib], records  # --tune: native's four, async's cap
-        assert all(r["rounds"] == (0 if "cap" in r and lib == "torch-async" else W.ROUNDS) and r["turns_with"] != lib
-                   for r in records), records
+        assert len(records) == 3 and all(r["rounds"] == W.ROUNDS and r["turns_with"] != lib for r in records), records
     runs = [key for key, _ in itertools.groupby(log.read_text().split())]  # whose parts, in the order they ran
     units = 1 + 1 + W.ROUNDS  # the warm-up, the sampled passes, the rounds
     expected = [who for k in range(units) for who in (("native", "cudaMallocAsync") if k % 2 == 0 else

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from .. import compare, plots, replay, together
-from ..measure import HOST_RESOLUTION_US, MiB, med, mib
+from ..measure import HOST_RESOLUTION_US, med, mib
 from ..traces import (ACTIONS, MOST_EVENTS, Trace, built_to_fragment, cut, from_address_events,  # noqa: F401
                       from_rmm_csv, slug, spiky_service)
 
@@ -175,7 +175,7 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
     peak = trace.stats()["peak"]
     out = []
     for r in results:
-        if r.get("trace") != trace.name or tuning(r):
+        if r.get("trace") != trace.name:
             continue
         if r.get("skipped"):
             out.append({"library": library(r), "allocator": r["allocator"], "µs per step": "skipped",
@@ -205,10 +205,9 @@ def reported(r: dict) -> bool:
 
 
 def measured(results: list[dict], trace: Trace) -> list[dict]:
-    """The replays of `trace` that ran (not skipped) and reported what they hold, excluding the one-buffer floors and
-    section 5's settings (tuning)."""
+    """The replays of `trace` that ran (not skipped) and reported what they hold, excluding the one-buffer floors."""
     return [r for r in results if r.get("trace") == trace.name and not r.get("skipped") and reported(r)
-            and not is_floor(r) and not tuning(r)]
+            and not is_floor(r)]
 
 
 def table(results, trace: Trace, label: str) -> plots.Table:
@@ -408,154 +407,7 @@ def streams_rows(results, two: Trace, one: Trace) -> list[dict]:
     return out
 
 
-# -- PyTorch's allocator settings, and a memory cap (section 5) -------------------------------------------------
-TUNED = ("PyTorch training step", "built to fragment")  # the traces replayed with them (replay_alloc.py --tune)
-PAGE = 2 * MiB  # the driver's page: RMM's pool is read with cudaMemGetInfo, which counts whole pages
-
-
-def tuning(r: dict) -> bool:
-    """A replay of section 5 (a PyTorch setting beside the one it changes, or a library under a memory cap), not one
-    of the libraries' own choices that section 4 compares."""
-    return "beside" in r or "cap" in r
-
-
-def near(value: int, target: int) -> bool:
-    """Within an allocator's rounding of `target`: 3 %, or 8 MiB for a small trace."""
-    return abs(value - target) <= max(0.03 * target, 8 * MiB)
-
-
-def beside_of(r: dict, results) -> dict | None:
-    """The record of the setting that `r` changes (its "beside"), replayed in the same process, on the same trace."""
-    return next((b for b in results if b.get("trace") == r["trace"] and b.get("process") == r.get("process")
-                 and b["allocator"] == r["beside"] and not b.get("skipped")), None)
-
-
-def settings_of(results, trace: Trace) -> list[dict]:
-    """The PyTorch settings replayed beside another on this trace, as replay_alloc.py made them."""
-    return [r for r in results if r.get("trace") == trace.name and "beside" in r and not r.get("skipped")]
-
-
-def compared(r: dict, results) -> compare.Verdict | None:
-    """The paired verdict on `r` and the setting it changes (their rounds above their floor); None where either was not
-    timed in every round (a setting that failed)."""
-    base = beside_of(r, results)
-    if base is None or r.get("failed") or not (timed(r) and timed(base)) or len(r["round_us"]) != len(base["round_us"]):
-        return None
-    return decision([own(r, results), own(base, results)])
-
-
-def against(r: dict, results) -> str:
-    """The paired verdict on `r` against the setting it changes, in a few words."""
-    v = compared(r, results)
-    if v is None:
-        return "not compared: " + ("it failed" if r.get("failed") else "not timed in every round")
-    if v.winner is None:
-        return "a tie"
-    other = v.ranked[1]
-    return f"{'faster' if v.winner == r['allocator'] else 'slower'} by {num(v.lead[other])} µs (p = {v.p[other]:.2g})"
-
-
-def retries(r: dict) -> int | None:
-    """How often the library says it freed its cache and tried again (PyTorch native's num_alloc_retries, over the
-    sampled passes); None where it counts none."""
-    return (r.get("library_counters") or {}).get("num_alloc_retries")
-
-
-def settings_rows(results, trace: Trace) -> list[dict]:
-    """Each PyTorch setting beside the one it changes: what it reserved against the trace's peak, its time, the
-    verdict."""
-    peak = trace.stats()["peak"]
-    out = []
-    for r in settings_of(results, trace):
-        base = beside_of(r, results)
-        out.append({"setting": r["allocator"], "beside": r["beside"], "PYTORCH_CUDA_ALLOC_CONF": r.get("conf", "–"),
-                    "cap MiB": num(mib(r["cap"])) if r.get("cap") else "–",
-                    "reserved / trace peak": round(r["peak_reserved"] / peak, 2),
-                    "beside's reserved / trace peak": round(base["peak_reserved"] / peak, 2) if base else "–",
-                    "µs per step": num(step_us(r)) if timed(r) and not r.get("failed") else "–",
-                    "retries": retries(r), "against the setting beside it": against(r, results)})
-    return out
-
-
-def settings_sentence(results, trace: Trace) -> str:
-    """What each setting did on this trace: its footprint beside the other's, and the paired verdict, in words."""
-    peak = trace.stats()["peak"]
-    parts = []
-    for r in settings_of(results, trace):
-        base = beside_of(r, results)
-        time = (f"it failed: {plots.md(r['failed'])}" if r.get("failed") else "not timed") \
-            if compared(r, results) is None else verdict([own(r, results), own(base, results)], "of the two")
-        parts.append(f"{plots.md(r['allocator'])} reserved {r['peak_reserved'] / peak:.2f}× the trace's peak, beside "
-                     f"{base['peak_reserved'] / peak:.2f}× for {plots.md(r['beside'])}"
-                     + (f" (retries: {retries(r)}, beside {retries(base)})" if retries(r) or retries(base) else "")
-                     + f"; time above the floor: {time}")
-    return (f"**{plots.md(trace.name)}**: " + ". ".join(parts) + ".") if parts else \
-        f"**{plots.md(trace.name)}**: no PyTorch setting was replayed beside another here."
-
-
-def capped(results, trace: Trace) -> list[dict]:
-    """Every library's replay of this trace under the memory cap (skipped ones too)."""
-    return [r for r in results if r.get("trace") == trace.name and "cap" in r]
-
-
-def gave_back(r: dict) -> int:
-    """How often what the library held fell during the sampled passes: it gave memory back (a retry that the new block
-    outweighed is not seen)."""
-    return r["shrinks"] + r["shrinks_warm"]
-
-
-def outcome(r: dict) -> str:
-    """held, held after retries (counted by the library, else seen as memory given back), or failed."""
-    if r.get("skipped"):
-        return f"skipped: {r['skipped']}"
-    if r.get("failed"):
-        return f"failed: {r['failed']}"
-    if retries(r):
-        return f"held, after {retries(r)} retries"
-    return f"held, giving memory back {gave_back(r)} times" if gave_back(r) else "held"
-
-
-def within_cap(r: dict) -> bool:
-    """What the cap bounds stayed under it over the cold pass: what the library reserves (PyTorch native, CuPy, RMM) or
-    what it hands out (PyTorch's cudaMallocAsync). RMM's is read with cudaMemGetInfo, in whole pages: each time its
-    pool grew may round up to one more page."""
-    value = r["peak_reserved"] if r["cap_on"] == "reserved" else r["peak_in_use"]
-    return value <= r["cap"] + (PAGE * (r["grows"] + r["grows_warm"]) if r.get("reserved_from") else 0)
-
-
-def cap_rows(results, trace: Trace) -> list[dict]:
-    peak = trace.stats()["peak"]
-    return [{"library": library(r), "allocator": r["allocator"], "cap MiB": num(mib(r["cap"])),
-             "the cap bounds": r.get("cap_on", "–"), "outcome": outcome(r),
-             "retries (the library's count)": "–" if r.get("skipped") else
-             "not counted" if retries(r) is None else retries(r),
-             "gave memory back (times seen)": "–" if r.get("skipped") else gave_back(r),
-             "peak reserved MiB": "–" if r.get("skipped") else num(mib(r["peak_reserved"])),
-             "peak in use / trace peak": "–" if r.get("skipped") else round(r["peak_in_use"] / peak, 2)}
-            for r in capped(results, trace)]
-
-
-def cap_sentence(results, trace: Trace) -> str:
-    """Who held, who retried (and how often), who failed, under the cap on this trace."""
-    done = [r for r in capped(results, trace) if not r.get("skipped")]
-    if not done:
-        return f"**{plots.md(trace.name)}**: no library was replayed under a cap here."
-    held = [plots.md(r["allocator"]) for r in done if outcome(r) == "held"]
-    retried = [f"{plots.md(r['allocator'])} ({outcome(r).removeprefix('held, ')})" for r in done
-               if not r.get("failed") and outcome(r) != "held"]
-    failed = [f"{plots.md(r['allocator'])} ({plots.md(r['failed'].split(':')[0])})" for r in done if r.get("failed")]
-    over = [plots.md(r["allocator"]) for r in done if r["cap_on"] == "in use" and r["peak_reserved"] > r["cap"]]
-    return (f"**{plots.md(trace.name)}**, capped at {size(done[0]['cap'])} (the trace's peak, "
-            f"{size(trace.stats()['peak'])}, plus 10 %, rounded up to 2 MiB): "
-            + "; ".join(f"{what}: {', '.join(who)}" for what, who in (
-                ("held without giving anything back", held),
-                ("held by freeing cached memory and trying again", retried), ("failed", failed)) if who) + "."
-            + (f" Reserved more than the cap, as its cap counts only what it hands out: {', '.join(over)}." if over
-               else ""))
-
-
 # -- the timeline and the explorer -----------------------------------------------------------------------------
-
 def timeline(r: dict) -> dict:
     return {"event": r["timeline_event"], "in_use": r["timeline_in_use"], "reserved": r["timeline_reserved"]}
 
