@@ -17,6 +17,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <sys/stat.h>
 
 namespace course {
 
@@ -25,6 +26,8 @@ namespace course {
 constexpr uint64_t MAX_BLOCKS = 1u << 20;
 constexpr uint64_t MAX_STREAMS = 64;
 constexpr uint64_t MAX_BYTES = 1ull << 48;
+constexpr uint64_t MAX_EVENTS = 1u << 21;         // events kept, and
+constexpr uint64_t MAX_FILE_BYTES = 256ull << 20;  // the file's size, bounded as traces.py bounds them
 
 struct Event { char op; int id; size_t bytes; int stream; };  // op 'a' (id, bytes, stream), 'f' (id) or 's'
 struct Trace {
@@ -55,6 +58,14 @@ inline std::string trace_quoted(const std::string& line) {
 }
 
 inline Trace read_trace(const char* path) {
+    struct stat st;  // only a regular file of a bounded size is read (not a folder, /dev/zero, a pipe), as traces.py
+    if (::stat(path, &st) != 0) trace_error(std::string("cannot open the trace ") + path + ": " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) trace_error(std::string(path) + ": a folder, not a file");
+    if (!S_ISREG(st.st_mode)) trace_error(std::string(path) + ": not a regular file (a device, a pipe or a socket)");
+    if (st.st_size == 0) trace_error(std::string(path) + ": empty (0 bytes)");
+    if (static_cast<uint64_t>(st.st_size) > MAX_FILE_BYTES)
+        trace_error(std::string(path) + ": " + std::to_string(st.st_size) + " bytes, over the " +
+                    std::to_string(MAX_FILE_BYTES >> 20) + " MiB the course reads");
     std::ifstream in(path, std::ios::binary);
     if (!in) trace_error(std::string("cannot open the trace ") + path + ": " + std::strerror(errno));
     Trace t;
@@ -76,6 +87,9 @@ inline Trace read_trace(const char* path) {
         if (!((op == "a" && words.size() == 4) || (op == "f" && words.size() == 2) || (op == "s" && words.size() == 1)))
             trace_error(at + "not an event: '" + trace_quoted(line) +
                         "' (an event is \"a <id> <bytes> <stream>\", \"f <id>\" or \"s\")");
+        if (t.events.size() == MAX_EVENTS)
+            trace_error(at + "more than " + std::to_string(MAX_EVENTS) + " events: a trace holds at most " +
+                        std::to_string(MAX_EVENTS));
         if (op == "s") {
             t.events.push_back({'s', -1, 0, 0});
             ++t.steps;
