@@ -2,10 +2,12 @@
 is refused by both readers with the same one message, good traces read the same in both, the converters (a PyTorch
 snapshot, a CuPy hook log, an RMM log) make the traces they should, and `python -m streamalloc trace` answers with
 one line or one message, never a traceback. The C++ reader is built here as a host program (it makes no CUDA call)."""
+import contextlib
 import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -559,6 +561,21 @@ def test_what_is_not_a_regular_file_or_too_large_is_refused_before_it_is_read(tm
     assert not out.exists()
 
 
+@contextlib.contextmanager
+def within(seconds: int):
+    """A TimeoutError where the test's own process blocks past `seconds` (a pipe's open waits for a writer)."""
+    def stop(*_):
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
 @pytest.mark.parametrize("kind", ["folder", "pipe", "too large"])
 def test_both_readers_refuse_a_folder_a_pipe_and_a_file_too_large_alike(kind, reader, tmp_path):
     path = tmp_path / "t"
@@ -569,7 +586,7 @@ def test_both_readers_refuse_a_folder_a_pipe_and_a_file_too_large_alike(kind, re
     else:
         with open(path, "wb") as f:
             f.truncate(T.MAX_FILE_BYTES + 1)
-    with pytest.raises(T.TraceError) as said:
+    with pytest.raises(T.TraceError) as said, within(30):
         T.load(path)
     assert str(said.value).startswith(f"{path}: ")
     assert cpp(reader, path) == (2, "", str(said.value))
