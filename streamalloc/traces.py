@@ -530,7 +530,7 @@ def from_rmm_csv(name: str, source: str, text: str, step_rows=None, most: int | 
     if not rows:
         raise TraceError("not an RMM log: no rows under a header Thread,Time,Action,Pointer,Size,Stream")
     if not {"Action", "Pointer", "Size", "Stream"} <= set(rows[0]):
-        raise TraceError(f"not an RMM log: its columns are {_quoted(', '.join(map(str, rows[0])))}")
+        raise TraceError(f"not an RMM log: its columns are {shown(list(rows[0]))}")
     events = []
     for n, r in enumerate(rows, 2):  # line 1 is the header
         action = ACTIONS.get((r["Action"] or "").strip(), "other")  # "allocate failure" and others: no event
