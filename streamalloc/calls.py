@@ -135,15 +135,28 @@ def merge(a: dict, b: dict) -> dict:
 
 
 def parse(text: str) -> list[dict]:
-    """The recorded lines, in the order they happened (by the monotonic clock across processes), as they are."""
+    """The recorded lines, in the order they happened (by the monotonic clock across processes), as they are; a line
+    without the recorder's head is left out (verify says so)."""
     return verify(text, None)[0]
+
+
+HEAD = {"seq": int, "t": int, "pid": int, "tid": int, "call": str, "ret": int}  # first on every line calltrace.cpp writes
+
+
+def malformed(line) -> str:
+    """What a JSON line lacks of the head the recorder writes on every line ("" for nothing)."""
+    if not isinstance(line, dict):
+        return "not a JSON object"
+    wrong = [k for k, kind in HEAD.items() if type(line.get(k)) is not kind]
+    return f"no {' or '.join(repr(k) for k in wrong)} of the right type" if wrong else ""
 
 
 def verify(text: str, key: str | None, cut_short: bool = False) -> tuple[list[dict], list[str]]:
     """The record's lines in the order they happened, and what shows that something other than the recorder wrote into
     it: live (`key`, the run's secret), a line without its valid tag, a line repeated, a line taken out (each process
     numbers its lines 0, 1, ... and ends with "end"; a program cut short by a crash or a timeout may end without it).
-    A record from a recording or a test (`key` None) is taken as it is: it did not come from a program run here."""
+    A record from a recording or a test (`key` None) is taken as it is: it did not come from a program run here. A line
+    without the recorder's head (`malformed`) is left out and named in either case: nothing reads a record by it."""
     lines, forged = [], []
     rows = (text or "").splitlines()
     for i, row in enumerate(rows):
@@ -157,6 +170,9 @@ def verify(text: str, key: str | None, cut_short: bool = False) -> tuple[list[di
             continue
         if key is not None and not (m and tag(key, m["body"]) == m["tag"]):
             forged.append(f"a line without the run's tag: {row[:80]!r}")
+            continue
+        if malformed(line):
+            forged.append(f"a line that is not the recorder's ({malformed(line)}): {row[:80]!r}")
             continue
         lines.append(line)
     if key is not None:
@@ -218,7 +234,7 @@ def read(text: str, key: str | None = None, cut_short: bool = False) -> "Calls":
     """The record of a run as Calls; `forged` says what shows that it is not the recorder's alone (see verify)."""
     lines, forged = verify(text, key, cut_short)
     rec = Calls(lines)
-    rec.forged, rec.cut_short = forged, cut_short
+    rec.forged, rec.cut_short = forged + rec.forged, cut_short
     return rec
 
 
@@ -245,7 +261,10 @@ class Calls:
             if c["call"] == "section":
                 section[c["pid"]] = c.get("name", "")
             c["in"] = section.get(c["pid"], "")
-            self._step(c)
+            try:
+                self._step(c)
+            except (KeyError, TypeError, ValueError) as e:  # a field of its call missing, or of another type
+                self.forged.append(f"a {c['call']} line that is not the recorder's ({type(e).__name__}: {e})")
 
     # -- building ---------------------------------------------------------------------------------------------
     def _stream(self, c: dict, s: str | None = None) -> tuple:

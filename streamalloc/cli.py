@@ -123,13 +123,28 @@ def _trace(a) -> int:
         if a.most_events is not None and a.most_events < 1:
             raise traces.TraceError(f"--most-events {a.most_events}: keep at least one event")
         trace = traces.convert(src, a.format, a.device, a.most_events)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(trace.text())
-    except (traces.TraceError, OSError) as e:
+        _write(out, trace.text())
+    except traces.TraceError as e:
         print(f"python -m streamalloc trace: {e}", file=sys.stderr)
         return 2
     print(f"{out}: {traces.summary(trace)}")
     return 0
+
+
+def _write(out: Path, text: str):
+    """Write OUT (its folder made); what stops it is a TraceError naming OUT. An OUT that is there and is no regular
+    file (a folder; a pipe, which would wait for a reader) is refused before anything is written."""
+    if out.exists() and not out.is_file():
+        raise traces.TraceError(f"cannot write OUT {out}: it is {'a folder' if out.is_dir() else 'not a regular file'}")
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise traces.TraceError(f"cannot write OUT {out}: {above} is not a folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    except OSError as e:
+        at = f" ({e.filename})" if e.filename and str(e.filename) != str(out) else ""
+        raise traces.TraceError(f"cannot write OUT {out}: {e.strerror or e}{at}") from None
 
 
 if __name__ == "__main__":

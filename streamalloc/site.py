@@ -16,6 +16,7 @@ banner; a notebook the run did not measure (it needs two GPUs) says so in its ba
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import re
 import sys
@@ -58,16 +59,26 @@ ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href", "title"], "img": ["sr
               "td": ["colspan", "rowspan", "align"], "th": ["colspan", "rowspan", "align"]}
 
 
+# the site's own markup (page_header, the index): a notebook may not name it, or it could pass for the site's banner
+SITE_NAMES = re.compile(r"(^|\s)(site-[\w-]*|replay-banner|solution-link)(\s|$)", re.I)
+
+
 def _allowed(tag: str, name: str, value: str) -> bool:
-    if tag == "img" and name == "src":  # an image inline (data:image/...) or beside the page; nothing else
-        return value.startswith("data:image/") or not re.match(r"^\s*[a-z][a-z0-9+.-]*:", value, re.I)
+    value = html.unescape(value)  # as the browser reads it: bleach hands the entities over as they are written
+    if tag == "img" and name == "src":  # an image inline (data:image/...) or beside the page; nothing else: no
+        # scheme, and no "//host" or "\\host" (a browser reads both as another host, with the page's scheme)
+        src = re.sub(r"[\t\n\r]", "", value).lstrip("".join(map(chr, range(33))))  # as a browser's URL parser does
+        return src.startswith("data:image/") or not re.match(r"[a-z][a-z0-9+.-]*:|[/\\]{2}", src, re.I)
+    if name in ("class", "id") and SITE_NAMES.search(value):
+        return False
     return name in ATTRIBUTES.get(tag, []) or name in ATTRIBUTES["*"]
 
 
 def clean(markup) -> str:
     """HTML from a notebook (its Markdown, rendered, and its HTML and Markdown outputs), safe to publish: only TAGS
     and their harmless attributes stay, links only to http(s), mailto and the page's own anchors; anything else
-    shows as text (bleach)."""
+    shows as text (bleach). An image loads nothing from the network, and no class or id names the site's own markup
+    (SITE_NAMES: a notebook's div of class site-banner would pass for the page's banner)."""
     import bleach
 
     markup = markup.decode() if isinstance(markup, bytes) else str(markup)
@@ -184,10 +195,10 @@ def intro(readme: str) -> str:
 
 
 def page_header(rel: str, m: dict, pages: list[str], row: dict | None = None) -> str:
+    """A page's navigation and banner; `rel` is its path in the site (labs/lab1.html, notebooks/more/x.html)."""
     depth = "../" * rel.count("/")
     nav = [f'<a href="{depth}index.html">course map</a>']
-    folder, name = rel.split("/")
-    stem = name[:-len(".html")]
+    folder, stem = rel.split("/", 1)[0], rel.split("/", 1)[1][:-len(".html")]
     same = [p for p in pages if p.startswith(folder + "/")]
     i = same.index(rel)
     if i > 0:
@@ -200,15 +211,26 @@ def page_header(rel: str, m: dict, pages: list[str], row: dict | None = None) ->
                  "page was measured; its programs are shown, not run.")
     if folder == "labs":
         if f"solutions/{stem}.html" in pages:
-            nav.append(f'<a href="../solutions/{stem}.html" id="solution-link">the solution</a>')
+            nav.append(f'<a href="{depth}solutions/{stem}.html" id="solution-link">the solution</a>')
         note += (" This lab is shown <b>unsolved</b>, as a learner gets it: its check says what is still missing. "
                 "Its solution is a link above.")
     elif folder == "solutions":
         if f"labs/{stem}.html" in pages:
-            nav.append(f'<a href="../labs/{stem}.html">the lab, unsolved</a>')
+            nav.append(f'<a href="{depth}labs/{stem}.html">the lab, unsolved</a>')
         note += " This is a lab's <b>solution</b>."
     return (f'{STYLE}<nav class="site-nav">{" ".join(nav)}</nav>'
             f'<div class="site-banner" id="replay-banner">{banner(m)}{note}</div>')
+
+
+def _course_path(p, repo: Path) -> str:
+    """A notebook named on the command line as the runner names it (notebooks/03_pools.ipynb, or deeper)."""
+    path = Path(p).resolve() if Path(p).is_absolute() else Path(p)
+    if path.is_absolute() and not path.is_relative_to(repo):
+        raise SiteError(f"{p} is not in the course ({repo}): name a notebook under notebooks/, solutions/ or labs/")
+    rel = path.relative_to(repo) if path.is_absolute() else path
+    if len(rel.parts) < 2 or rel.suffix != ".ipynb" or ".." in rel.parts:
+        raise SiteError(f"{p} is not a notebook of the course: name one as notebooks/03_pools.ipynb")
+    return rel.as_posix()
 
 
 def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()) -> Path:
@@ -220,21 +242,21 @@ def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()
     from nbconvert import HTMLExporter
 
     executed, out = Path(executed), Path(out)
-    wanted = [str(Path(p).resolve().relative_to(repo)) if Path(p).is_absolute() else str(p) for p in only] or course(repo)
+    wanted = [_course_path(p, repo) for p in only] or course(repo)
     rows = dict(zip(wanted, check_run(executed, wanted)))
     m = reference_machine()
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"site.html.j2": TEMPLATE})],
                             template_file="site.html.j2", sanitize_html=True, filters={"clean_html": clean})
     pages = [nb[:-len(".ipynb")] + ".html" for nb in wanted]
     for rel in pages:
-        folder, stem = rel[:-len(".html")].split("/")
-        nb = static(nbformat.read(str(executed / folder / f"{stem}.ipynb"), as_version=4))
-        header = page_header(rel, m, pages, rows[f"{folder}/{stem}.ipynb"])
+        name = rel[:-len(".html")] + ".ipynb"
+        nb = static(nbformat.read(str(executed / name), as_version=4))
+        header = page_header(rel, m, pages, rows[name])
         title = next((line[2:].replace("`", "") for c in nb.cells if c.cell_type == "markdown"
-                      for line in c.source.splitlines() if line.startswith("# ")), stem)  # the notebook's heading
+                      for line in c.source.splitlines() if line.startswith("# ")), Path(name).stem)  # its heading
         body, _ = exporter.from_notebook_node(nb, resources={"site_header": header,
                                                              "metadata": {"name": title}})  # the template escapes it
-        (out / folder).mkdir(parents=True, exist_ok=True)
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(body)
     readme = (repo / "README.md").read_text()
     md = mistune.create_markdown(plugins=["table"])  # escape=True: the README's own HTML shows as text

@@ -12,16 +12,24 @@ A trace is a text file, one event a line:
                                library that recorded it: torch, cupy or rmm, as LIBRARIES names them)
 
 Words are separated by spaces or tabs; numbers are written in decimal digits only. A bad trace is refused with one
-message naming its line (`TraceError`), the same message the C++ reader prints, before anything runs it.
+message naming its line (`TraceError`), the same message the C++ reader prints, before anything runs it. Both readers
+read only a regular file of 1 byte to MAX_FILE_BYTES (a folder, a device, a pipe are refused before any read) and at
+most MAX_EVENTS events.
+
+Everything read from an input (a pickle, JSON, CSV) is untrusted: what a message quotes of it goes through `shown`,
+which writes at most a few dozen characters of any value without walking the whole of it.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
 import io
+import itertools
 import json
+import os
 import pickle
 import re
+import stat
 from pathlib import Path
 
 from .errors import CourseError
@@ -36,6 +44,11 @@ MOST_EVENTS = 4000  # a trace keeps whole steps up to this many events: enough t
 MAX_BLOCKS = 1 << 20  # block ids 0 .. MAX_BLOCKS - 1
 MAX_STREAMS = 64  # streams 0 .. MAX_STREAMS - 1
 MAX_BYTES = 1 << 48  # the largest block, and the most the trace may hold at once
+# A trace's file is read whole, and its events kept: both are bounded, the same in course_trace.cuh. Two million
+# events is hundreds of a framework's steps; a file of that many is under 64 MiB, and a PyTorch snapshot with its
+# stacks (a kilobyte or more an entry) of a few hundred thousand entries under 256 MiB.
+MAX_EVENTS = 1 << 21
+MAX_FILE_BYTES = 256 << 20
 EVENT_FORMS = '"a <id> <bytes> <stream>", "f <id>" or "s"'
 # The libraries a converted trace can come from (its "# library:" comment): what recorded it decides which allocators
 # replay it in time (lesson 08's your_trace). A comment to the readers: course_trace.cuh and replay_alloc.py skip it.
@@ -54,6 +67,66 @@ WHOLE = re.compile(r"[0-9]+")
 def _quoted(line: str) -> str:
     text = line.strip(" \t\r\f\v")
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def shown(value, most: int = 60) -> str:
+    """A value read from an input, written in at most `most` characters: the containers' items one at a time until
+    the room is spent, never repr() of the whole (a 450-byte pickle can hold a tree of shared references that repr
+    would walk for ever, or lists nested 10**5 deep that it cannot walk at all)."""
+    out, size, todo = [], 0, [(False, value)]  # (True, text) to write as it is, (False, a value) to write
+    while todo and size <= most:
+        literal, v = todo.pop()
+        if literal:
+            text = v
+        elif type(v) in (list, tuple, dict):
+            items = itertools.islice(v.items() if type(v) is dict else v, most)
+            brackets = {list: "[]", tuple: "()", dict: "{}"}[type(v)]
+            parts = []
+            for item in items:
+                parts += [(True, ", ")] + ([(False, item[0]), (True, ": "), (False, item[1])] if type(v) is dict
+                                           else [(False, item)])
+            todo += [(True, brackets[1])] + parts[1:][::-1]
+            text = brackets[0]
+        elif isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 200:
+            text = f"<a number of {v.bit_length()} bits>"
+        elif isinstance(v, (str, bytes)):
+            text = repr(v[:most + 1])
+        elif v is None or isinstance(v, (bool, int, float)):
+            text = repr(v)
+        else:
+            text = f"<{type(v).__name__}>"
+        out.append(text)
+        size += len(text)
+    text = "".join(out)
+    return text if size <= most and not todo else text[:most - 3] + "..."
+
+
+def _count(n: int, word: str) -> str:
+    """'1 step', '2 steps', '1,024 events'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def read_file(path, what: str = "") -> bytes:
+    """The bytes of a file the course reads (`what`: "the trace " for a trace): a path that is no regular file (a
+    folder, a device such as /dev/zero, a pipe that would wait for a writer), an empty file and one over
+    MAX_FILE_BYTES are refused before a byte is read, with the words course_trace.cuh uses."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise TraceError(f"cannot open {what}{path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceError(f"{path}: a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError(f"{path}: not a regular file (a device, a pipe or a socket)")
+    if st.st_size == 0:
+        raise TraceError(f"{path}: empty (0 bytes)")
+    if st.st_size > MAX_FILE_BYTES:
+        raise TraceError(f"{path}: {st.st_size} bytes, over the {MAX_FILE_BYTES >> 20} MiB the course reads")
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_FILE_BYTES)  # no more, should it grow while it is read
+    except OSError as e:
+        raise TraceError(f"cannot open {what}{path}: {e.strerror or e}") from None
 
 
 def _number(word: str, most: int):
@@ -77,6 +150,8 @@ def _parse(text: str, where: str | None):
             continue
         if not ((words[0] == "a" and len(words) == 4) or (words[0] == "f" and len(words) == 2) or words == ["s"]):
             raise TraceError(f"{at(n)}: not an event: '{_quoted(line)}' (an event is {EVENT_FORMS})")
+        if len(events) == MAX_EVENTS:
+            raise TraceError(f"{at(n)}: more than {MAX_EVENTS} events: a trace holds at most {MAX_EVENTS}")
         if words[0] == "s":
             events.append(("s",))
             continue
@@ -120,6 +195,9 @@ class Trace:
     events: list  # ("a", id, bytes, stream), ("f", id), ("s",)
     how: str = ""  # how its steps were found, where a converter had to choose (a comment "# steps: ...")
     library: str = ""  # the library that recorded it, a key of LIBRARIES (a comment "# library: ..."); "" unknown
+    # what a converter left out of the recording, counted and named: the command says it (summary); the file does not
+    # hold it, so that a trace converted again is the same file (a recording's key holds a trace file's bytes)
+    left_out: str = ""
 
     # -- the file ---------------------------------------------------------------------------------------------
     def text(self) -> str:
@@ -178,11 +256,7 @@ class Trace:
 
 def load(path) -> Trace:
     """The trace in a file; anything wrong is a TraceError naming "<path>:<line>", as the CUDA replayer says it."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8", errors="replace")
-    except OSError as e:
-        raise TraceError(f"cannot open the trace {path}: {e.strerror or e}") from None
-    return Trace.parse(text, where=str(path))
+    return Trace.parse(read_file(path, "the trace ").decode("utf-8", errors="replace"), where=str(path))
 
 
 def check_fits(peak: int, free_bytes: int) -> None:
@@ -205,47 +279,95 @@ def cut(events: list, most: int | None = MOST_EVENTS) -> list:
     return events[:keep]
 
 
-def _cut_trace(name: str, source: str, events: list, most, how: str, library: str = "") -> Trace:
-    kept = cut(events, most)
-    total, steps = (sum(e[0] == "s" for e in x) for x in (events, kept))
-    if steps < total:
-        how = f"{how}; kept the first {steps} of {total} steps (at most {most} events)".lstrip("; ")
-    blocks = sum(e[0] == "a" for e in kept)
-    if blocks > MAX_BLOCKS:  # each allocation is a block of its own: ids run past what a trace may name
-        raise TraceError(f"{name}: {blocks:,} allocations, over the {MAX_BLOCKS:,} blocks a trace may name: keep "
-                         "fewer steps (--most-events)")
-    trace = Trace(name, source, kept, how, library)
-    trace.check()
+def _cut_how(events: list, most, how: str) -> str:
+    """`how`, and how many steps cut(events, most) keeps where it leaves some out."""
+    total, steps = (sum(e[0] == "s" for e in x) for x in (events, cut(events, most)))
+    return f"{how}; kept the first {steps} of {total} steps (at most {most} events)".lstrip("; ") if steps < total else how
+
+
+def _cut_trace(name: str, source: str, events: list, most, how: str, library: str = "", left_out: str = "") -> Trace:
+    """A converted trace: whole steps up to `most` events of `events` (each "a" and "f" with the input's entry that
+    made it last, _blocks), within the limits of a trace, else a TraceError naming that entry."""
+    trace = Trace(name, source, _within_limits(cut(events, most)), _cut_how(events, most, how), library, left_out)
+    trace.check()  # cannot fail now: the grammar's own reader agrees
     return trace
 
 
+def _within_limits(events: list) -> list:
+    """The events without the entries they came from, once within a trace's limits; the first event over one is a
+    TraceError naming its entry in the input (not a line of the trace written from it)."""
+    out, held, size, origin = [], 0, {}, "the input"
+    keep_fewer = "keep fewer steps (--most-events N)"
+    for e in events:
+        if e[0] == "s":
+            out.append(e)
+            continue
+        origin = e[-1]
+        if len(out) >= MAX_EVENTS:
+            raise TraceError(f"{origin}: more than {MAX_EVENTS} events, the most a trace holds: {keep_fewer}")
+        if e[0] == "f":
+            held -= size.pop(e[1])
+            out.append(e[:2])
+            continue
+        _, block, nbytes_, stream = e[:4]
+        if block >= MAX_BLOCKS:  # each allocation is a block of its own: ids run past what a trace may name
+            raise TraceError(f"{origin}: allocation {block + 1:,}, over the {MAX_BLOCKS:,} blocks a trace may name: "
+                             f"{keep_fewer}")
+        if stream >= MAX_STREAMS:
+            raise TraceError(f"{origin}: a {MAX_STREAMS + 1}th stream, over the {MAX_STREAMS} a trace may use")
+        held += nbytes_
+        size[block] = nbytes_
+        if held > MAX_BYTES:
+            raise TraceError(f"{origin}: with this allocation the program holds {held} bytes at once, over 2**48")
+        out.append(e[:4])
+    if len(out) > MAX_EVENTS:
+        raise TraceError(f"{origin}: more than {MAX_EVENTS} events, the most a trace holds: {keep_fewer}")
+    return out
+
+
 def _address_event(entry, where: str):
-    """[action, address, bytes, stream] as the converters read it; a malformed one is a TraceError naming it."""
-    if not isinstance(entry, (list, tuple)) or len(entry) != 4 or not isinstance(entry[0], str):
-        raise TraceError(f"{where}: {str(entry)[:60]} is not [action, address, bytes, stream]")
+    """(action, address, bytes, stream, where) from [action, address, bytes, stream] as the converters read it; a
+    malformed one is a TraceError naming it."""
+    if type(entry) not in (list, tuple) or len(entry) != 4 or not isinstance(entry[0], str):
+        raise TraceError(f"{where}: {shown(entry)} is not [action, address, bytes, stream]")
     action, addr, size, stream = entry
-    if not isinstance(addr, (int, str)) or not isinstance(stream, (int, str, type(None))):
-        raise TraceError(f"{where}: the address {addr!r} or the stream {stream!r} is not a number or a name")
-    if action == "alloc" and (isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_BYTES):
-        raise TraceError(f"{where}: the size {size!r} is not a whole number of bytes from 1 to 2**48")
-    return action, addr, size, stream
+    if type(addr) not in (int, str) or type(stream) not in (int, str, type(None)):
+        raise TraceError(f"{where}: the address {shown(addr)} or the stream {shown(stream)} is not a number or a name")
+    if action == "alloc" and (type(size) is not int or not 0 < size <= MAX_BYTES):
+        raise TraceError(f"{where}: the size {shown(size)} is not a whole number of bytes from 1 to 2**48")
+    return action, addr, size, stream, where
 
 
-def _blocks(steps) -> list:
-    """The course's events for steps of [action, address, bytes, stream] (from_address_events says how)."""
-    live, streams, events, next_id = {}, {}, [], 0
+def _blocks(steps) -> tuple[list, str]:
+    """The course's events for steps of (action, address, bytes, stream, where), each "a" and "f" with its `where`
+    last (from_address_events says how), and what was left out, in words."""
+    live, freed, streams, events, next_id, unknown = {}, {}, {}, [], 0, []
     for step in steps:
-        for action, addr, size, stream in step:
+        for action, addr, size, stream, where in step:
             if action == "alloc":
                 if addr in live:  # freed without the free being seen: count it freed here
-                    events.append(("f", live.pop(addr)))
+                    events.append(("f", live.pop(addr), where))
+                freed.pop(addr, None)
                 live[addr] = next_id
-                events.append(("a", next_id, int(size), streams.setdefault(stream, len(streams))))
+                events.append(("a", next_id, int(size), streams.setdefault(stream, len(streams)), where))
                 next_id += 1
-            elif action in FREES and addr in live:  # the first free seen of a block: a later one is not its
-                events.append(("f", live.pop(addr)))
+            elif action in FREES and addr in live:
+                events.append(("f", live.pop(addr), where))
+                freed[addr] = [action, where]
+            elif action in FREES and addr in freed:  # PyTorch's free_completed follows its free_requested
+                if freed[addr][0] != "free_requested" or action != "free_completed":
+                    raise TraceError(f"{where}: frees the address {shown(addr)} again ({freed[addr][1]} freed it, and "
+                                     "nothing allocated it since): a double free, which the course refuses")
+                freed[addr][0] = action
+            elif action in FREES:
+                unknown.append(where)
         events.append(("s",))
-    return events
+    left_out = ""
+    if unknown:
+        named = "; ".join(unknown[:3]) + (f"; and {len(unknown) - 3:,} more" if len(unknown) > 3 else "")
+        left_out = (f"{_count(len(unknown), 'free')} of an address the recording never allocated (memory allocated "
+                    f"before it began?): {named}")
+    return events, left_out
 
 
 def from_address_events(name: str, source: str, steps, most: int | None = MOST_EVENTS, how: str = "",
@@ -253,11 +375,19 @@ def from_address_events(name: str, source: str, steps, most: int | None = MOST_E
     """A trace from what a program saw, step by step: each step a list of [action, address, bytes, stream], action
     "alloc" or a free (FREES: PyTorch's history says "free_requested" where the program lets go of a block and
     "free_completed" where the allocator may hand it out again; the first of them is the block's free), stream any
-    handle. Addresses are reused, so a block is known by its address from its allocation to its free; a free of memory
-    allocated before the recording began is left out. Streams are numbered in the order they first allocate. Whole
-    steps up to `most` events are kept (all with None), and `how` says so when steps were left out; `library` names
-    the library that recorded it (LIBRARIES)."""
-    return _cut_trace(name, source, _blocks(steps), most, how, library)
+    handle. Addresses are reused, so a block is known by its address from its allocation to its free. A free of an
+    address the recording never allocated (memory allocated before it began) is left out, counted and named in
+    `left_out`; a second free of a block (a double free) is refused. Streams are numbered in the order they first
+    allocate. Whole steps up to `most` events are kept (all with None), and `how` says so when steps were left out;
+    `library` names the library that recorded it (LIBRARIES)."""
+    return _converted(name, source, [[_address_event(e, f"step {k}, event {i}") for i, e in enumerate(step)]
+                                     for k, step in enumerate(steps)], most, how, library)
+
+
+def _converted(name: str, source: str, steps, most, how: str, library: str) -> Trace:
+    """from_address_events of steps whose entries _address_event has read."""
+    events, left_out = _blocks(steps)
+    return _cut_trace(name, source, events, most, how, library, left_out)
 
 
 # -- PyTorch: the memory snapshot ---------------------------------------------------------------------------------
@@ -270,17 +400,15 @@ class _NoGlobals(pickle.Unpickler):
                          "strings and numbers, and loading anything else could run code, so it is not loaded")
 
 
-def read_snapshot(path) -> dict:
-    """The dict in a pickle torch.cuda.memory._dump_snapshot wrote, unpickled without running any code."""
+def read_snapshot(path, data: bytes | None = None) -> dict:
+    """The dict in a pickle torch.cuda.memory._dump_snapshot wrote (its bytes `data`, else read from `path` by
+    read_file), unpickled without running any code."""
     try:
-        with open(path, "rb") as f:
-            got = _NoGlobals(f).load()
+        got = _NoGlobals(io.BytesIO(read_file(path) if data is None else data)).load()
     except TraceError as e:
-        raise TraceError(f"{path}: {e}") from None
-    except OSError as e:
-        raise TraceError(f"cannot open {path}: {e.strerror or e}") from None
+        raise TraceError(e.args[0] if e.args[0].startswith(str(path)) else f"{path}: {e}") from None
     except Exception as e:  # a truncated or foreign file: pickle raises many kinds
-        raise TraceError(f"{path}: not a pickle PyTorch wrote ({type(e).__name__}: {e})") from None
+        raise TraceError(f"{path}: not a pickle PyTorch wrote ({type(e).__name__}: {str(e)[:200]})") from None
     return got
 
 
@@ -313,7 +441,8 @@ def low_points(events: list) -> tuple[list, int]:
 TORCH_ACTIONS = ("alloc", "free_requested", "free_completed")  # a history's entries the trace is made of
 
 
-def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", most: int | None = None) -> Trace:
+def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", most: int | None = None,
+                        data: bytes | None = None) -> Trace:
     """A trace from PyTorch's memory history: the pickle torch.cuda.memory._dump_snapshot(path) writes (a path), or
     the dict torch.cuda.memory._snapshot() returns, recorded with _record_memory_history(). Its "device_traces" has
     one list per device of entries {"action", "addr", "size", "stream", ...} (PyTorch's "Understanding CUDA Memory
@@ -324,9 +453,9 @@ def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", mos
     PyTorch's native allocator records a history: under backend:cudaMallocAsync, _record_memory_history raises
     "cudaMallocAsync does not yet support recordHistory" (c10/cuda/CUDAMallocAsyncAllocator.cpp). The device is the
     one with the most entries unless `device` is given. A history has no step marks: steps end at its low points
-    (`low_points`), and `how` says so."""
+    (`low_points`), and `how` says so. `data`: the file's bytes, where they were read already."""
     where = str(snapshot) if isinstance(snapshot, (str, Path)) else "the snapshot"
-    snap = read_snapshot(snapshot) if isinstance(snapshot, (str, Path)) else snapshot
+    snap = read_snapshot(snapshot, data) if isinstance(snapshot, (str, Path)) else snapshot
     traces = snap.get("device_traces") if isinstance(snap, dict) else None
     if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         raise TraceError(f"{where}: not a PyTorch memory snapshot: no \"device_traces\" list (record it with "
@@ -350,13 +479,14 @@ def from_torch_snapshot(snapshot, device: int | None = None, name: str = "", mos
             raise TraceError(f"{where}: device_traces[{device}][{k}] ({e['action']}) has no \"{field}\"")
         history.append(_address_event([e["action"], e["addr"], e["size"], e.get("stream", 0)],
                                       f"{where}: device_traces[{device}][{k}]"))
-    events, steps = low_points(_blocks([history])[:-1])
+    events, left_out = _blocks([history])
+    events, steps = low_points(events[:-1])
     how = (f"{steps} steps, each ending where the memory in use falls to a low it never goes below again, after "
            f"rising by at least {STEP_RISE:.0%} of its range"
            if steps > 1 else "one step: the memory in use has no low point to end a step at")
     source = f"PyTorch memory snapshot {Path(where).name if where != 'the snapshot' else where}, {chosen}"
     return _cut_trace(name or (Path(where).stem if where != "the snapshot" else "PyTorch snapshot"), source,
-                      events, most, how, "torch")
+                      events, most, how, "torch", left_out)
 
 
 # -- CuPy: the allocator hook's log --------------------------------------------------------------------------------
@@ -372,13 +502,16 @@ def from_cupy_hook(text: str, name: str = "CuPy trace", source: str = "CuPy, set
             got = json.loads(line)
         except ValueError as e:
             raise TraceError(f"line {n}: not JSON ({getattr(e, 'msg', e)}): '{_quoted(line)}'") from None
+        except RecursionError:
+            raise TraceError(f"line {n}: arrays or objects nested too deep to read (a line of the hook's log is "
+                             "{\"step\", \"samples\", \"events\": [[action, address, bytes, stream], ...]})") from None
         if not isinstance(got, dict) or not isinstance(got.get("events"), list):
             raise TraceError(f"line {n}: no \"events\" list (a line of the hook's log is "
                              "{\"step\", \"samples\", \"events\": [[action, address, bytes, stream], ...]})")
         steps.append([_address_event(e, f"line {n}, event {k}") for k, e in enumerate(got["events"])])
     if not steps:
         raise TraceError("no step: the hook's log has no line with \"events\"")
-    return from_address_events(name, source, steps, most, f"{len(steps)} steps, one a line of the hook's log", "cupy")
+    return _converted(name, source, steps, most, f"{_count(len(steps), 'step')}, one a line of the hook's log", "cupy")
 
 
 # -- RMM: logging_resource_adaptor's CSV ---------------------------------------------------------------------------
@@ -389,11 +522,15 @@ def from_rmm_csv(name: str, source: str, text: str, step_rows=None, most: int | 
     """A trace from RMM's logging_resource_adaptor log (CSV: Thread,Time,Action,Pointer,Size,Stream), cut into
     steps after the rows counted in `step_rows` (the log's length at the end of each step); rows after the last
     count make one more step. Without `step_rows` (a log has no step marks) it is one step, and `how` says so."""
-    rows = list(csv.DictReader(io.StringIO(text)))
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        rows = list(reader)
+    except csv.Error as e:  # a field over csv's limit of 131072 characters, a stray quote: on the line after the
+        raise TraceError(f"line {reader.line_num + 1}: not an RMM log ({e})") from None  # last it read whole
     if not rows:
         raise TraceError("not an RMM log: no rows under a header Thread,Time,Action,Pointer,Size,Stream")
     if not {"Action", "Pointer", "Size", "Stream"} <= set(rows[0]):
-        raise TraceError(f"not an RMM log: its columns are {', '.join(map(str, rows[0]))}")
+        raise TraceError(f"not an RMM log: its columns are {shown(list(rows[0]))}")
     events = []
     for n, r in enumerate(rows, 2):  # line 1 is the header
         action = ACTIONS.get((r["Action"] or "").strip(), "other")  # "allocate failure" and others: no event
@@ -407,7 +544,7 @@ def from_rmm_csv(name: str, source: str, text: str, step_rows=None, most: int | 
     if not ends or ends[-1] < len(events):
         ends.append(len(events))
     steps = [events[a:b] for a, b in zip([0] + ends, ends)]
-    return from_address_events(name, source, steps, most, how, "rmm")
+    return _converted(name, source, steps, most, how, "rmm")
 
 
 # -- the command: python -m streamalloc trace IN -o OUT ------------------------------------------------------------
@@ -432,16 +569,13 @@ def guess_format(data: bytes) -> str | None:
 def convert(path, fmt: str | None = None, device: int | None = None, most: int | None = None) -> Trace:
     """The trace in a file of any format the command reads, checked; a TraceError says what is wrong."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TraceError(f"cannot open {path}: {e.strerror or e}") from None
+    data = read_file(path)
     fmt = fmt or guess_format(data)
     if fmt is None:
         raise TraceError(f"{path}: cannot tell its format (a PyTorch snapshot pickle, a CuPy hook log, an RMM CSV "
                          "log or a course trace): give --format")
     if fmt == "torch":
-        return from_torch_snapshot(path, device, path.stem, most)
+        return from_torch_snapshot(path, device, path.stem, most, data)
     text = data.decode("utf-8", errors="replace")
     try:
         if fmt == "cupy":
@@ -450,17 +584,20 @@ def convert(path, fmt: str | None = None, device: int | None = None, most: int |
             return from_rmm_csv(path.stem, f"RMM logging_resource_adaptor log {path.name}", text, None, most)
     except TraceError as e:
         raise TraceError(f"{path}: {e}") from None
-    trace = Trace.parse(text, where=str(path))
-    return _cut_trace(trace.name or path.stem, trace.source or f"course trace {path.name}", trace.events, most,
-                      trace.how, trace.library)
+    trace = Trace.parse(text, where=str(path))  # within every limit: what is left to do is to cut it
+    return Trace(trace.name or path.stem, trace.source or f"course trace {path.name}", cut(trace.events, most),
+                 _cut_how(trace.events, most, trace.how), trace.library)
 
 
 def summary(trace: Trace) -> str:
-    """One line: events, steps, streams, peak, how the steps were found, and which library recorded it."""
+    """One line: events, steps, streams, peak, how the steps were found, which library recorded it, and what was
+    left out of the recording."""
     s = trace.stats()
-    return (f"{s['events']:,} events, {s['steps']} steps, {s['streams']} streams, peak {mib(s['peak']):,.1f} MiB"
+    return (f"{_count(s['events'], 'event')}, {_count(s['steps'], 'step')}, {_count(s['streams'], 'stream')}, "
+            f"peak {mib(s['peak']):,.1f} MiB"
             + (f"; steps: {trace.how}" if trace.how else "")
-            + (f"; recorded by {LIBRARIES.get(trace.library, trace.library)}" if trace.library else ""))
+            + (f"; recorded by {LIBRARIES.get(trace.library, trace.library)}" if trace.library else "")
+            + (f"; left out: {trace.left_out}" if trace.left_out else ""))
 
 
 # -- traces built in Python --------------------------------------------------------------------------------------

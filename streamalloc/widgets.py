@@ -44,6 +44,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 RUN_NOW = "run it now on this GPU"
+READOUT_MARGIN = "0 2em 0 0.5em"  # a slider's readout: a little room before it, a gap after it (top right bottom left)
 RUN_NOW_OFF = "run it now (needs a GPU)"
 
 
@@ -142,10 +143,13 @@ class Explorer:
                 width = f"{len(name) + max(len(label) for label, _ in pairs) + 8}ch"
                 self.controls[name] = w.Dropdown(options=pairs, value=value, description=name, style=wide,
                                                  layout=w.Layout(width=width))
-            else:  # the slider's own readout has a fixed width that cuts "UINT64_MAX": a Label beside it shows the choice
+            else:  # the slider's own readout has a fixed width that cuts "UINT64_MAX": a Label beside it shows the choice,
+                # as wide as the longest, and a gap after it, so that it never runs into the next slider's name
                 self.controls[name] = w.SelectionSlider(options=pairs, value=value, description=name, style=wide,
                                                         readout=False, continuous_update=False)
-                self.readouts[name] = w.Label(value=self._label(name))
+                width = f"{max(len(label) for label, _ in pairs) + 1}ch"
+                self.readouts[name] = w.Label(value=self._label(name), layout=w.Layout(min_width=width,
+                                                                                       margin=READOUT_MARGIN))
                 self.controls[name].observe(self._readout(name), names="value")
         if self.run is not None:
             self.now = w.Checkbox(value=False, disabled=not self.live, description=RUN_NOW if self.live else RUN_NOW_OFF,

@@ -314,3 +314,25 @@ def test_a_synchronous_copy_waits_for_blocking_streams_only():
     later = run(*streams(P, Q), kernel("on_p", P, BUF), copy, kernel("on_q", Q, BUF))
     on_p, copied, on_q = later.ops
     assert not later.before(on_p, on_q), "the copy made the host wait for the legacy stream only"
+
+
+MALFORMED = {  # a line of JSON that the recorder did not write, as a program or a damaged file could leave it
+    "no pid": '{"seq":9,"t":9,"tid":1,"call":"cudaDeviceSynchronize","ret":0}',
+    "a time that is text": '{"seq":9,"t":"9","pid":1,"tid":1,"call":"cudaDeviceSynchronize","ret":0}',
+    "no call": '{"seq":9,"t":9,"pid":1,"tid":1,"ret":0}',
+    "a list": '[1, 2]',
+    "an allocation without its pointer": '{"seq":9,"t":9,"pid":1,"tid":1,"call":"cudaMallocAsync","ret":0,"stream":"0x100","size":8}',
+}
+
+
+@pytest.mark.parametrize("how", MALFORMED)
+def test_a_malformed_line_is_named_never_a_key_error(how):
+    """A line without the recorder's fields (even one tagged under the run's key) leaves the record not verified, its
+    reason named; parse leaves it out."""
+    good = [json.dumps(x) for x in record(*streams(P), alloc(P), kernel("use", P, BUF), free(P))]
+    text = "\n".join(good[:2] + [MALFORMED[how]] + good[2:]) + "\n"
+    assert len(calls.parse(text)) == 4 + ("allocation" in how)
+    assert any("is not the recorder's" in f for f in calls.read(text).forged), calls.read(text).forged
+    body = MALFORMED[how][:-1]
+    signed = tagged(*streams(P), alloc(P))[:1] + [f'{body},"tag":"{calls.tag(KEY, body)}"}}\n']
+    assert calls.read("".join(signed), KEY, cut_short=True).forged  # tagged or not: never a KeyError

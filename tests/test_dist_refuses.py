@@ -83,3 +83,22 @@ def test_refuses_a_lab_edited_in_place_naming_it_unless_allowed(tmp_path, capsys
     archive = make_dist.build(out, root=repo, allow_edits=True)
     assert "WARNING: packing 1 lab edited in place" in capsys.readouterr().err
     assert f"{make_dist.NAME}/labs/lab9_x.ipynb" in zipfile.ZipFile(archive).namelist()
+
+
+def test_outside_git_it_leaves_out_hidden_files_and_says_so_aloud(tmp_path, capsys):
+    """A copy without .git (unpacked from an archive, say): nothing lists the course's files, so every file goes in;
+    a .env secret, a .ssh folder or any hidden file does not, and the build says both."""
+    import zipfile
+
+    repo = tmp_path / "repo"
+    folders = ("notebooks", "labs", "solutions", "recordings", "tests")
+    for f in [*(n + "/x" if n in folders else n for n in make_dist.NEEDED), ".env", ".ssh/id_ed25519",
+              "notebooks/.secret", "notes.txt"]:
+        (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        (repo / f).write_text(f)
+    archive = make_dist.build(tmp_path / "dist", root=repo)
+    names = zipfile.ZipFile(archive).namelist()
+    assert f"{make_dist.NAME}/notes.txt" in names and f"{make_dist.NAME}/notebooks/x" in names
+    assert not any("/." in n for n in names), names
+    err = capsys.readouterr().err
+    assert "WARNING" in err and "is not a git checkout" in err and "left out: .env, .ssh, notebooks/.secret" in err, err

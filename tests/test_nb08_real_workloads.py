@@ -215,6 +215,24 @@ def test_a_pool_at_uint64_max_that_keeps_nothing_fails_the_cells(tmp_path):
         run_cells(NAME, lesson_08(tmp_path, canned(break_keep=True)))
 
 
+def test_a_recording_whose_replayer_names_a_setting_otherwise_is_one_message(tmp_path):
+    """A recording made by a replay_trace.cu that named its settings otherwise: the cell that needs a setting names it
+    and the names the recording has, where it raised a bare KeyError or ValueError."""
+    base = canned()
+
+    def renamed(file, args):
+        out = base(file, args)
+        return [{**r, "allocator": "cudaMalloc (synchronous)"} if r.get("allocator") == "cudaMalloc" else r
+                for r in out] if file == "replay_trace.cu" else out
+
+    with pytest.raises(sa.errors.RecordingError, match=r"no replay of the trace 'built to fragment' by the setting "
+                       r"'cudaMalloc' \(its replays: cudaMalloc \(synchronous\), default pool, threshold 0, .*re-record"):
+        run_cells(NAME, lesson_08(tmp_path, renamed))
+    with pytest.raises(sa.errors.RecordingError, match="by the setting 'default pool, threshold 0'"):
+        W.setting([{"trace": "t", "allocator": "default pool, threshold 0", "skipped": "no"}], "t",
+                  "default pool, threshold 0")
+
+
 def test_the_table_marks_a_skipped_allocator():
     t = W.built_to_fragment()
     rows = W.rows([{"trace": t.name, "allocator": "RMM pool", "skipped": "not installed"},

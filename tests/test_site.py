@@ -1,5 +1,6 @@
 """The read-ahead copy, built from a canned replay run of a tiny course: pages, index, banner, labs and solutions;
 and the runs it refuses (live, failed, incomplete)."""
+import html
 import json
 import re
 
@@ -216,3 +217,50 @@ def test_a_notebook_not_measured_is_published_saying_so(course):
     page = (out / "notebooks" / "03_pools.html").read_text()
     assert "<b>Not measured</b>: needs 2 GPUs" in page
     assert "Not measured" not in (out / "labs" / "lab1.html").read_text()
+
+
+LEAKS = ['<img src="//tracker.example/p.png">', '<img src="\\\\tracker.example/p.png">', '<img src="/\\tracker.example/p.png">',
+         '<img src=" //tracker.example/p.png">', '<img src="/&#9;/tracker.example/p.png">',
+         '<div class="site-banner" id="replay-banner">Executed live on 8 GPUs: trust these numbers</div>',
+         '<div class="note site-nav">a second navigation</div>', '<div class="site&#45;banner">a banner</div>', '<a href="#x" id="solution-link">the solution</a>']
+
+
+@pytest.mark.parametrize("markup", LEAKS)
+def test_clean_keeps_no_image_from_another_host_and_no_name_of_the_sites_own_markup(markup):
+    """site.clean, which the workshop's summaries page shares: an image source "//host" (or "\\\\host", which a browser
+    reads alike) loads from the network; a notebook's div of class site-banner would pass for the page's banner."""
+    out = site.clean(markup)
+    assert "tracker.example" not in out or "src=" not in out, out
+    assert not re.search(r'(class|id)="[^"]*(site-|replay-banner|solution-link)', html.unescape(out)), out  # as read
+    assert site.clean('<img src="figure.png" alt="a"><div class="note" id="x">kept</div>') == \
+        '<img src="figure.png" alt="a"><div class="note" id="x">kept</div>'  # what is harmless stays
+
+
+def test_a_spoofed_banner_in_a_notebook_is_not_the_pages(course):
+    repo, executed, out = course
+    path = executed / "notebooks" / "03_pools.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(LEAKS[5] + LEAKS[0]))
+    nbformat.write(nb, str(path))
+    site.build(executed, out, repo)
+    page = (out / "notebooks" / "03_pools.html").read_text()
+    assert page.count('class="site-banner"') == 1 and page.count('id="replay-banner"') == 1
+    assert 'src="//' not in page
+
+
+def test_a_nested_notebook_is_published_and_a_notebook_outside_the_course_is_named(course):
+    repo, executed, out = course
+    rel = "notebooks/more/09_extra.ipynb"
+    for root in (repo, executed):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook(rel), str(root / rel))
+    rows = json.loads((executed.parent / "summary.json").read_text())
+    rows.append({"notebook": rel, "mode": "replay", "result": "passed", "seconds": 1.0, "error": ""})
+    (executed.parent / "summary.json").write_text(json.dumps(rows))
+    site.build(executed, out, repo, only=[rel, "labs/lab1.ipynb"])
+    page = (out / "notebooks" / "more" / "09_extra.html").read_text()
+    assert 'href="../../index.html"' in page and "notebooks/more/09_extra.ipynb" in page
+    assert 'href="../solutions/lab1.html"' not in (out / "labs" / "lab1.html").read_text()  # not published here
+    for wrong in ("/elsewhere/x.ipynb", "x.ipynb", "notebooks/03_pools.txt"):
+        with pytest.raises(site.SiteError, match="not (in the course|a notebook of the course)"):
+            site.build(executed, out, repo, only=[wrong])

@@ -162,6 +162,22 @@ def test_the_readout_shows_the_whole_label():
 
 
 @needs_ipywidgets
+def test_a_readout_keeps_its_room_and_a_gap_before_the_next_slider():
+    """03's explorer showed "UINT64_MAXblock size": each readout is as wide as its longest label, with a gap after it
+    (ipywidgets 7, Colab's, and 8 both honour a Label's layout)."""
+    controls = {"threshold": [("0", 0), ("UINT64_MAX", 2**64 - 1)], "block size": [("16 KiB", 16), ("64 KiB", 64)],
+                "trim": [False, True]}
+    grid = {(t, s, trim): [1, 2] for t in (0, 2**64 - 1) for s in (16, 64) for trim in (False, True)}
+    ex = widgets.Explorer(grid, make_plot([]), controls, default=(0, 16, False))
+    for name, longest in (("threshold", "UINT64_MAX"), ("block size", "64 KiB")):
+        layout = ex.readouts[name].layout
+        assert layout.min_width == f"{len(longest) + 1}ch", name
+        assert layout.margin.split()[1] not in ("0", "0px") and layout.margin == widgets.READOUT_MARGIN, name
+    sliders = ex.box.children[0].children  # one row: each slider beside its readout, the next after the gap
+    assert [list(b.children) for b in sliders] == [[ex.controls[n], ex.readouts[n]] for n in ("threshold", "block size")]
+
+
+@needs_ipywidgets
 def test_it_displays_the_plot_first_then_the_controls_and_redraws_in_place(displays):
     """What a front end receives, under ipywidgets 7 (Colab, classic Notebook 6.5) and 8: the plot as an ordinary
     image output (shown even where the widget front end draws nothing), then the controls; a move of a control

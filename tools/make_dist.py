@@ -14,7 +14,8 @@ instructor solved, would hand its solution to every learner: the build refuses i
 --allow-edits says that is meant. It runs with the course's Python (`make dist` uses .venv), which reads notebooks.
 
 The files are the ones git tracks (`git ls-files`), as they are in the working tree: nothing else lying in the
-folder is shipped; outside a git checkout, every file but build outputs. The sample reports' images
+folder is shipped; outside a git checkout, every file but build outputs and hidden files (.env, .netrc, .ssh/: a
+secret is most often one), which it names aloud, as it says that every other file goes in. The sample reports' images
 (reports/*/figures/) stay out: they are most of the folder's size, and the report's text says what they showed.
 Beside them it writes the marker file stream-ordered-allocator/course-version.json, {"course": ..., "version":
 ..., "built": ..., "content": ...}: the first cell checks an archive by it (streamalloc/colab.py), knows a rebuild
@@ -65,11 +66,17 @@ def course_files(root: Path = ROOT) -> list[str]:
                              f"{fix[0].upper() + fix[1:]}, then run it again.")
         return sorted(p for p in done.stdout.split("\0")
                       if p and (root / p).is_file() and not any(Path(p).match(g) for g in LEFT_OUT))
-    files = []
+    files, hidden = [], []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        files += [str((Path(dirpath) / f).relative_to(root)) for f in filenames if not f.endswith(".pyc")]
-    return sorted(f for f in files if not any(Path(f).match(g) for g in LEFT_OUT))
+        here = Path(dirpath).relative_to(root)
+        hidden += [str(here / n) for n in sorted(dirnames + filenames) if n.startswith(".") and n not in SKIP_DIRS]
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        files += [str(here / f) for f in filenames if not f.endswith(".pyc") and not f.startswith(".")]
+    files = sorted(f for f in files if not any(Path(f).match(g) for g in LEFT_OUT))
+    print(f"make_dist: WARNING: {root} is not a git checkout, so nothing says which files are the course's: packing "
+          f"every file in it ({len(files)}) but build outputs and hidden files"
+          + (f"; left out: {', '.join(hidden)}" if hidden else ""), file=sys.stderr)
+    return files
 
 
 def content_hash(files: list[str], root: Path = ROOT) -> str:

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from .. import compare, plots, replay, together
+from ..errors import RecordingError
 from ..measure import HOST_RESOLUTION_US, med, mib
 from ..traces import (ACTIONS, MOST_EVENTS, Trace, built_to_fragment, cut, from_address_events,  # noqa: F401
                       from_rmm_csv, slug, spiky_service)
@@ -202,6 +203,18 @@ def rows(results: list[dict], trace: Trace) -> list[dict]:
 def reported(r: dict) -> bool:
     """Did the allocator report what it holds? What it holds covers what it hands out; a smaller figure is not it."""
     return r["peak_reserved"] >= r["peak_in_use"]
+
+
+def setting(results: list[dict], trace: str, allocator: str) -> dict:
+    """The replay of the trace named `trace` by the setting named `allocator`. A recording whose replayer named its
+    settings otherwise (an older replay_trace.cu or replay_alloc.py) has none: a RecordingError naming those it has."""
+    got = next((r for r in results if r.get("trace") == trace and r.get("allocator") == allocator
+                and not r.get("skipped")), None)
+    if got is None:
+        have = ", ".join(dict.fromkeys(str(r.get("allocator")) for r in results if r.get("trace") == trace)) or "none"
+        raise RecordingError(f"no replay of the trace '{trace}' by the setting '{allocator}' (its replays: {have}): "
+                             f"the replayer that made them names its settings otherwise; {replay.RERECORD}")
+    return got
 
 
 def measured(results: list[dict], trace: Trace) -> list[dict]:
