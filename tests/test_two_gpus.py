@@ -7,9 +7,9 @@ from streamalloc.errors import MissingRecording, NotYetRecorded, StaleRecording
 from labcheck import SHOWN
 from notebook import executed, programs, replayed
 
-H100 = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-01-01",
+REF = gpu.Machine(gpu="NVIDIA H200", compute_capability="9.0", pools_supported=True, date="2026-01-01",
                    driver="580.1", driver_cuda="13.0", nvcc="13.0")
-H200 = gpu.Machine(gpu="NVIDIA H200", compute_capability="9.0", pools_supported=True, date="2026-02-02",
+PAIR = gpu.Machine(gpu="NVIDIA H100 80GB HBM3", compute_capability="9.0", pools_supported=True, date="2026-02-02",
                    driver="580.2", driver_cuda="13.0", nvcc="13.0")
 NAME = "05b_two_gpus"
 
@@ -24,7 +24,7 @@ def setup(recordings, tmp_path, monkeypatch):
     prog = tmp_path / "peer.cu"
     prog.write_text('#include "course.cuh"\nint main() { return 0; }\n')
     ref = lesson.Lesson(NAME, quiet=True)
-    replay.save(H100, NAME, "peer", ref.key_source(prog), ["1"], {"stdout": '{"gpus": 1}\n', "gpus": 1})
+    replay.save(REF, NAME, "peer", ref.key_source(prog), ["1"], {"stdout": '{"gpus": 1}\n', "gpus": 1})
     return prog
 
 
@@ -33,7 +33,7 @@ def start():
 
 
 def record_on_two(prog, args=("1",), stdout='{"gpus": 2}\n'):
-    replay.save(H200, NAME, "peer", start().key_source(prog), list(args), {"stdout": stdout, "gpus": 2})
+    replay.save(PAIR, NAME, "peer", start().key_source(prog), list(args), {"stdout": stdout, "gpus": 2})
 
 
 def test_not_yet_recorded_says_so(setup):
@@ -49,16 +49,16 @@ def test_not_yet_recorded_says_so(setup):
 def test_one_gpu_programs_are_unchanged(setup):
     record_on_two(setup)
     res = start().run(setup, [1])
-    assert res.stdout == '{"gpus": 1}\n' and res.label.startswith("NVIDIA H100 80GB HBM3, replayed from")
+    assert res.stdout == '{"gpus": 1}\n' and res.label.startswith("NVIDIA H200, replayed from")
 
 
 def test_replays_the_set_recorded_on_two_gpus(setup):
     record_on_two(setup)
     les = start()
-    assert les.machine_with(2).gpu == "NVIDIA H200" and les.machine_with(3) is None
+    assert les.machine_with(2).gpu == "NVIDIA H100 80GB HBM3" and les.machine_with(3) is None
     res = les.run(setup, [1], gpus=2)
     assert res.replayed and res.records == [{"gpus": 2}]
-    assert res.label == ("2x NVIDIA H200, needs 2 GPUs; replayed from a recording of 2026-02-02 "
+    assert res.label == ("2x NVIDIA H100 80GB HBM3, needs 2 GPUs; replayed from a recording of 2026-02-02 "
                          "(driver 580.2, CUDA 13.0, nvcc 13.0)")
     with pytest.raises(NotYetRecorded, match="has not yet run on 3 GPUs"):
         les.run(setup, [1], gpus=3)
@@ -72,7 +72,7 @@ def test_changed_code_is_stale_not_missing(setup):
 
 
 def test_a_run_on_fewer_gpus_does_not_count(setup):
-    replay.save(H200, NAME, "peer", start().key_source(setup), ["1"], {"stdout": "", "gpus": 1})
+    replay.save(PAIR, NAME, "peer", start().key_source(setup), ["1"], {"stdout": "", "gpus": 1})
     with pytest.raises(NotYetRecorded):
         start().run(setup, [1], gpus=2)
 
@@ -95,7 +95,7 @@ def live(les, gpus_here, machine, monkeypatch, stdout=""):
 
 def test_live_with_one_gpu_replays_and_never_runs(setup, monkeypatch):
     les = start()
-    calls = live(les, 1, H100, monkeypatch)
+    calls = live(les, 1, REF, monkeypatch)
     with pytest.raises(NotYetRecorded, match="this machine has 1"):
         les.run(setup, [1], gpus=2)
     record_on_two(setup)
@@ -107,27 +107,27 @@ def test_live_with_one_gpu_the_runner_is_told_it_replayed(setup, monkeypatch, tm
     """Live on one GPU, 05b shows the two-GPU recording: the runner's row must say replayed, not live (and a
     copy with no such recording says not measured)."""
     les = start()
-    live(les, 1, H100, monkeypatch)
+    live(les, 1, REF, monkeypatch)
     assert les.machine_with(2) is None
     said = SHOWN[-1]  # the note, shown as data (streamalloc.verdict) in the cell's outputs, where the runner reads it
     assert said.word == verdict.NOT_MEASURED and said.finding.startswith("needs 2 GPUs: this lesson has not yet run")
     record_on_two(setup)
-    assert les.machine_with(2).gpu == "NVIDIA H200"
+    assert les.machine_with(2).gpu == "NVIDIA H100 80GB HBM3"
     said = SHOWN[-1]
     assert said.word == verdict.REPLAYED and "needs 2 GPUs, this machine has 1" in said.finding, said
-    assert "NVIDIA H200, replayed from a recording of 2026-02-02" in said.finding
+    assert "NVIDIA H100 80GB HBM3, replayed from a recording of 2026-02-02" in said.finding
 
 
 def test_live_with_two_gpus_runs_and_the_recorder_notes_the_count(setup, monkeypatch):
     monkeypatch.setenv("STREAMALLOC_RECORD", "1")
     les = start()
-    calls = live(les, 2, H200, monkeypatch, stdout='{"measured": 7}\n')
-    assert les.machine_with(2) is H200
+    calls = live(les, 2, PAIR, monkeypatch, stdout='{"measured": 7}\n')
+    assert les.machine_with(2) is PAIR
     res = les.run(setup, [1], gpus=2)
-    assert calls == [["1"]] and not res.replayed and res.label == "NVIDIA H200, live"
+    assert calls == [["1"]] and not res.replayed and res.label == "NVIDIA H100 80GB HBM3, live"
     monkeypatch.delenv("STREAMALLOC_RECORD")
     again = start().run(setup, [1], gpus=2)  # replay finds what the recorder wrote
-    assert again.records == [{"measured": 7}] and again.label.startswith("2x NVIDIA H200, needs 2 GPUs; replayed")
+    assert again.records == [{"measured": 7}] and again.label.startswith("2x NVIDIA H100 80GB HBM3, needs 2 GPUs; replayed")
 
 
 # -- the notebook, on canned two-GPU output ------------------------------------------------------------------
@@ -142,7 +142,7 @@ NOTEBOOK = ROOT / "notebooks" / "05b_two_gpus.ipynb"
 MiB, GiB = 2**20, 2**30
 BYTES, MAX_BYTES, REPS, SPIN_MS = 64 * MiB, 8 * GiB, 7, 20  # what the notebook asks for on a 140 GB GPU
 N = BYTES // 4
-H200_FREE = 140 * 10**9
+PAIR_FREE = 140 * 10**9
 
 
 def lines(*records):
@@ -223,7 +223,7 @@ def canned_runs():
 
 
 def test_the_notebook_says_it_has_not_yet_run_and_shows_nothing_measured(recordings, monkeypatch):
-    replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
+    replay.save(REF, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
     env = {"STREAMALLOC_MODE": "replay", "STREAMALLOC_RECORDINGS": str(recordings)}
     text, images = executed(NAME, monkeypatch, env)
     assert "THIS LESSON HAS NOT YET RUN ON TWO GPUs" in text and images == 0
@@ -232,15 +232,15 @@ def test_the_notebook_says_it_has_not_yet_run_and_shows_nothing_measured(recordi
 
 
 def test_the_notebook_on_canned_two_gpu_output(recordings, tmp_path, monkeypatch):
-    replay.save(H100, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
+    replay.save(REF, "00_setup", "x", "x", [], {"stdout": ""})  # the one-GPU reference set, nothing of 05b
     assert sorted(Path(f).stem for f in programs(NAME)) == ["access_cost", "current_device", "graph_peer",
                                                              "invisible_import", "memcpy_device", "peer_free",
                                                              "peer_link", "pool_access"]
-    h200 = gpu.Machine(**{**H200.to_dict(), "memory_free": H200_FREE})
-    text, images = replayed(NAME, tmp_path, monkeypatch, canned_runs(), machine=h200, gpus=2)
-    assert "replayed from a recording made on two GPUs, NVIDIA H200" in text and "NOT YET RUN" not in text
+    pair = gpu.Machine(**{**PAIR.to_dict(), "memory_free": PAIR_FREE})
+    text, images = replayed(NAME, tmp_path, monkeypatch, canned_runs(), machine=pair, gpus=2)
+    assert "replayed from a recording made on two GPUs, NVIDIA H100 80GB HBM3" in text and "NOT YET RUN" not in text
     assert images == 1  # the access-cost figure
-    assert "2x NVIDIA H200, needs 2 GPUs; replayed from a recording of 2026-02-02" in text
+    assert "2x NVIDIA H100 80GB HBM3, needs 2 GPUs; replayed from a recording of 2026-02-02" in text
     assert "returned memory of device 1" in text and "ended in cudaErrorIllegalAddress" in text
     assert "2 of 2 ordered pairs are peer capable" in text and "which this machine does not have" in text
     assert "a pool miss mapped for device 1 took 2.00x the time of an unmapped one" in text
