@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import gpu, replay, runner, traces
+from . import course, gpu, replay, runner, traces
 from .errors import CourseError
 from .settings import check_settings
 
@@ -72,7 +72,7 @@ def _command(a) -> int:
     if a.command == "run":
         try:
             rows = runner.run(a.paths, kernel=a.kernel, progress=not a.no_progress, jobs=a.jobs)
-        except runner.NoNotebooks as e:
+        except course.NoNotebooks as e:
             print(f"python -m streamalloc run: {e}", file=sys.stderr)
             return 2
         return 0 if succeeded(rows) else 1
@@ -84,13 +84,13 @@ def _command(a) -> int:
             return 2
         # labs/ too: the unsolved labs' runs, so that in replay their checks say what is still wrong from what the
         # stubs did, as the solutions' say what is right
-        paths = a.paths or [str(runner.REPO / "notebooks"), str(runner.REPO / "solutions"), str(runner.REPO / "labs")]
+        paths = a.paths or [str(course.REPO / "notebooks"), str(course.REPO / "solutions"), str(course.REPO / "labs")]
         try:
-            rows = runner.run(paths, out_dir=runner.REPO / "build" / "recorded", kernel=a.kernel,
+            rows = runner.run(paths, out_dir=course.REPO / "build" / "recorded", kernel=a.kernel,
                               progress=not a.no_progress,
                               extra_env={"STREAMALLOC_RECORD": "1", "STREAMALLOC_RECORD_SESSION": time.strftime(
                                   "%Y-%m-%dT%H:%M:%S") + f"-{os.getpid()}"})
-        except runner.NoNotebooks as e:
+        except course.NoNotebooks as e:
             print(f"python -m streamalloc record: {e}", file=sys.stderr)
             return 2
         print(f"recordings written under {replay.root() / replay.record_to(mode_machine)}")

@@ -5,8 +5,8 @@ build folders, and writing a file whole or not at all.
     course.build_folder("lab1_stream_ordered")  # where that notebook's %%writefile cells write, in this process
 
 One reader of the %%writefile cells serves the lesson (it builds ahead what they write), the lab checks (the
-solution's CUDA), the tools and the tests, so that all of them see the text IPython writes. It imports nothing of
-the package: every other module may import it.
+solution's CUDA), the tools and the tests, so that all of them see the text IPython writes. It imports only errors.py
+of the package: every other module may import it.
 """
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .errors import CourseError
+
 REPO = Path(__file__).resolve().parent.parent
 RECORDINGS = REPO / "recordings"  # the reference sets (replay.py reads and writes them)
 
@@ -26,7 +28,50 @@ RECORDINGS = REPO / "recordings"  # the reference sets (replay.py reads and writ
 def slug(gpu_name: str) -> str:
     """A GPU's name as a folder name: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
     return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+
+
+# -- the notebooks -------------------------------------------------------------------------------------------------
 FOLDERS = ("notebooks", "solutions", "labs")  # the lessons, the labs solved, the labs as the learner gets them
+
+
+class NoNotebooks(CourseError):
+    """The paths given to the runner name no notebook."""
+
+
+def own_notebooks(repo: Path = REPO) -> list[Path]:
+    """The course's notebooks: those in its three folders (not below them), folder by folder."""
+    return [nb for folder in FOLDERS for nb in sorted((repo / folder).glob("*.ipynb"))]
+
+
+def notebooks(paths=()) -> list[Path]:
+    """The notebooks under paths (files, or every .ipynb in a folder and below it), else the course's own."""
+    if not paths:
+        return own_notebooks()
+    found = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += _in_folder(p)
+        elif p.is_file() and p.suffix == ".ipynb":
+            found.append(p)
+        elif p.exists():
+            raise NoNotebooks(f"{p} is not a notebook (.ipynb) or a folder of notebooks")
+        else:
+            raise NoNotebooks(f"{p} does not exist")
+    if not found:
+        raise NoNotebooks(f"no notebook (.ipynb) in {', '.join(map(str, paths))}")
+    return found
+
+
+def _in_folder(folder: Path) -> list[Path]:
+    """Every notebook in a folder and the folders below it, except hidden ones (.ipynb_checkpoints) and the
+    course's build/ (executed copies)."""
+    found = []
+    for nb in sorted(folder.rglob("*.ipynb")):
+        parts = nb.relative_to(folder).parts[:-1]
+        if any(p.startswith(".") for p in parts) or nb.resolve().is_relative_to(REPO / "build"):
+            continue
+        found.append(nb)
+    return found
 
 
 def notebook_file(name: str) -> Path | None:

@@ -29,7 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import cuda, gpu, replay, runner, verdict
+from . import cuda, gpu, runner, verdict
+from .course import REPO, notebooks, write_atomically
 from .errors import CourseError
 
 MOST = 64  # learners at once: a room of thirty on one GPU is already far past what any GPU holds
@@ -61,16 +62,16 @@ def to_run(paths=(), with_notebooks: bool = False) -> list[str]:
     """The notebooks each learner runs, as paths in the course: those given (in the course), else every lab's solution
     and unsolved lab; with_notebooks, the lessons too."""
     if paths:
-        found = runner.notebooks(paths)
-        outside = [str(nb) for nb in found if not nb.resolve().is_relative_to(runner.REPO)]
+        found = notebooks(paths)
+        outside = [str(nb) for nb in found if not nb.resolve().is_relative_to(REPO)]
         if outside:
             raise BadLearners(f"{', '.join(outside)}: a learner's copy holds only the course's own notebooks")
-        rel = [nb.resolve().relative_to(runner.REPO).as_posix() for nb in found]
+        rel = [nb.resolve().relative_to(REPO).as_posix() for nb in found]
     else:
         rel = [f"{folder}/{nb.name}" for folder in ("solutions", "labs")
-               for nb in sorted((runner.REPO / folder).glob("lab*.ipynb"))]
+               for nb in sorted((REPO / folder).glob("lab*.ipynb"))]
     if with_notebooks:
-        rel += [f"notebooks/{nb.name}" for nb in sorted((runner.REPO / "notebooks").glob("*.ipynb"))
+        rel += [f"notebooks/{nb.name}" for nb in sorted((REPO / "notebooks").glob("*.ipynb"))
                 if f"notebooks/{nb.name}" not in rel]
     return rel
 
@@ -79,8 +80,8 @@ def copy_course(dest: Path, nbs: list[str]) -> None:
     """A learner's own copy of the course at dest, as much as a run of nbs reads (no build/, no caches)."""
     ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "build")
     for top in dict.fromkeys([*COPIED, *(nb.split("/")[0] for nb in nbs)]):
-        if (runner.REPO / top).is_dir():
-            shutil.copytree(runner.REPO / top, dest / top, ignore=ignore)
+        if (REPO / top).is_dir():
+            shutil.copytree(REPO / top, dest / top, ignore=ignore)
 
 
 def check_word(executed: Path) -> str:
@@ -233,7 +234,7 @@ def room(wanted: list[int], nbs: list[str], out: Path) -> int:
     if not mode.live and not os.environ.get("STREAMALLOC_MODE", "").strip().lower() == "replay":
         raise BadLearners(f"--learners measures how many learners this GPU holds, and {mode.reason}. Run it on one of "
                           "the room's GPU machines")
-    edited = [nb for nb in nbs if nb.startswith("labs/") and runner.edited_lab(runner.REPO / nb)]
+    edited = [nb for nb in nbs if nb.startswith("labs/") and runner.edited_lab(REPO / nb)]
     if edited:
         print(f"Note: {', '.join(edited)} differ from the labs as the course made them (edited in place): the copies "
               "run them as they are.", flush=True)
@@ -258,7 +259,7 @@ def room(wanted: list[int], nbs: list[str], out: Path) -> int:
     record = {"date": time.strftime("%Y-%m-%d %H:%M"), "gpu": here.gpu, "mode": mode.name, "reason": mode.reason,
               "notebooks": nbs, "sizes": found, "recommended": best,
               "recommendation": line if mode.live else f"{line}; in replay, which says nothing about a GPU"}
-    replay.write_atomically(out / "learners.json", json.dumps(record, indent=1) + "\n")
+    write_atomically(out / "learners.json", json.dumps(record, indent=1) + "\n")
     print("\n" + markdown(record), flush=True)
     return 0 if best is not None and best >= max(wanted) else 1
 

@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 from . import gpu, learners, replay, runner
+from .course import REPO, notebooks, write_atomically
 
-OUT = runner.REPO / "build" / "preflight"
+OUT = REPO / "build" / "preflight"
 PASSES = ("live", "replay")
 MACHINE_ROWS = [("GPU", "gpu"), ("compute capability", "compute_capability"), ("memory", "memory_total"),
                 ("free memory when probed", "memory_free"), ("driver", "driver"),
@@ -57,7 +58,7 @@ def run_pass(mode: str, out: Path, paths=(), kernel: str = "python3", progress: 
     """Run the notebooks in one mode; their key figures go to out/key_figures/<mode>/ (the labs' elsewhere:
     an unsolved lab shares its lesson name with its solution, and would overwrite the solution's figures).
     `paths` may be a list of notebooks; `env`, more of the kernels' environment."""
-    nbs = paths if paths and all(Path(p).suffix == ".ipynb" for p in paths) else runner.notebooks(paths)
+    nbs = paths if paths and all(Path(p).suffix == ".ipynb" for p in paths) else notebooks(paths)
     labs = [nb for nb in nbs if nb.resolve().parent.name == "labs"]
     groups = [([nb for nb in nbs if nb not in labs], out / "key_figures"), (labs, out / "lab_key_figures")]
     rows = []
@@ -79,11 +80,11 @@ def preflight(paths=(), out: Path = OUT, kernel: str = "python3", progress: bool
     for sub in ("live", "replay", "key_figures", "lab_key_figures", "figures"):
         shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    replay.write_atomically(out / "machine.json", json.dumps(
+    write_atomically(out / "machine.json", json.dumps(
         {"here": {**here.to_dict(), "sanitizer": sanitizer_version()}, "live": mode.live, "reason": mode.reason,
          "reference": replay.reference(), "started": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
     t0 = time.perf_counter()
-    nbs = runner.notebooks(paths)
+    nbs = notebooks(paths)
     if mode.live:
         print(f"Preflight, pass 1 of 2: every notebook LIVE on {here.gpu}", flush=True)
         run_pass("live", out, nbs, kernel, progress)
@@ -304,8 +305,8 @@ def write_report(out: Path = OUT) -> tuple[bool, str]:
                live_rows=live_rows, replay_rows=replay_rows, figures=figures, plots=plots,
                ratio=bool(ratio_png), started=info.get("started", ""), reason=info.get("reason", ""),
                learners=learners.read(out))
-    replay.write_atomically(out / "report.md", markdown(ctx))  # whole or not at all, as the runner's summary
-    replay.write_atomically(out / "report.html", to_html(ctx))
+    write_atomically(out / "report.md", markdown(ctx))  # whole or not at all, as the runner's summary
+    write_atomically(out / "report.html", to_html(ctx))
     return ready, line
 
 

@@ -33,18 +33,17 @@ import textwrap
 import threading
 from pathlib import Path
 
-from .course import RECORDINGS, slug, write_atomically  # noqa: F401  (replay.slug: its callers)
+from .course import RECORDINGS, slug, write_atomically
 from .errors import BrokenRecording, MissingRecording, StaleRecording
 from .gpu import Machine
 
-ROOT = RECORDINGS
 INCLUDE = Path(__file__).resolve().parent / "include"
 DEFAULT_REFERENCE = "nvidia-h200"  # the H200, CUDA 13: what replay shows unless told otherwise
 RERECORD = "re-record it on a GPU with `make record` (see README.md)"
 
 
 def root() -> Path:
-    return Path(os.environ.get("STREAMALLOC_RECORDINGS", ROOT))
+    return Path(os.environ.get("STREAMALLOC_RECORDINGS", RECORDINGS))
 
 
 # -- what a program means -------------------------------------------------------------------------------

@@ -32,16 +32,11 @@ import time
 from pathlib import Path
 
 from . import cuda, gpu, verdict
+from .course import REPO, notebooks
 from .errors import CourseError
 from .settings import absolute_folders, check_settings
 
-REPO = Path(__file__).resolve().parent.parent
-FOLDERS = ("notebooks", "solutions", "labs")
 NOT_MEASURED = "not measured"  # a row's result, beside "passed" and "failed"
-
-
-class NoNotebooks(CourseError):
-    """The paths given to the runner name no notebook."""
 
 
 class OutputNotWritable(CourseError):
@@ -54,38 +49,6 @@ def _kernel_config():
     from traitlets.config import Config
 
     return Config({"KernelManager": {"transport": "ipc"}}) if os.name == "posix" else Config()
-
-
-def _in_folder(folder: Path) -> list[Path]:
-    """Every notebook in a folder and the folders below it, except hidden ones (.ipynb_checkpoints) and the
-    course's build/ (executed copies)."""
-    found = []
-    for nb in sorted(folder.rglob("*.ipynb")):
-        parts = nb.relative_to(folder).parts[:-1]
-        if any(p.startswith(".") for p in parts) or nb.resolve().is_relative_to(REPO / "build"):
-            continue
-        found.append(nb)
-    return found
-
-
-def notebooks(paths=()) -> list[Path]:
-    """The notebooks to run: those given (files, or every .ipynb in a folder and below it), else the course's three
-    folders."""
-    if not paths:
-        return [nb for folder in FOLDERS for nb in sorted((REPO / folder).glob("*.ipynb"))]
-    found = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found += _in_folder(p)
-        elif p.is_file() and p.suffix == ".ipynb":
-            found.append(p)
-        elif p.exists():
-            raise NoNotebooks(f"{p} is not a notebook (.ipynb) or a folder of notebooks")
-        else:
-            raise NoNotebooks(f"{p} does not exist")
-    if not found:
-        raise NoNotebooks(f"no notebook (.ipynb) in {', '.join(map(str, paths))}")
-    return found
 
 
 def output_path(nb: Path, out_dir: Path) -> Path:
@@ -590,7 +553,7 @@ def counts(rows: list[dict]) -> str:
 
 def write_summary(rows: list[dict], where: Path) -> str:
     """Print the summary and write summary.json and summary.md, each whole or not at all."""
-    from .replay import write_atomically
+    from .course import write_atomically
 
     head = "| notebook | mode | result | seconds | error, or the lab's first finding |\n|---|---|---|---|---|\n"
     md = head + "".join("| " + " | ".join(md_cell(v) for v in (r["notebook"], r["mode"], shown(r), r["seconds"],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .errors import BadSetting
 from .gpu import ARCH
-from .course import RECORDINGS as ROOT, slug
+from .course import RECORDINGS, slug
 
 
 FOLDERS = ("STREAMALLOC_BUILD", "STREAMALLOC_RECORDINGS", "STREAMALLOC_KEY_FIGURES")  # the settings that name a folder
@@ -51,7 +51,7 @@ def check_settings(env=None) -> dict:
         problems.append(f"STREAMALLOC_RECORDINGS={recordings!r} is a file, not a folder (it names where recordings are)")
     reference = get("STREAMALLOC_REFERENCE")
     if reference:
-        root = Path(recordings) if recordings else ROOT
+        root = Path(recordings) if recordings else RECORDINGS
         have = sorted(p.parent.name for p in root.glob("*/machine.json")) if root.is_dir() else []
         if reference not in have:
             problems.append(f"STREAMALLOC_REFERENCE={reference!r} is not a set of recordings in {root} (there are: "

@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 from . import plots, replay, runner
+from .course import REPO, own_notebooks
 
-REPO = runner.REPO
 EXECUTED = REPO / "build" / "executed"
 OUT = REPO / "build" / "site"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -107,7 +107,7 @@ def banner(m: dict) -> str:
 
 def course(repo: Path = REPO) -> list[str]:
     """The course's notebooks, as the runner names them: notebooks/..., solutions/..., labs/... (.ipynb)."""
-    return [f"{folder}/{nb.name}" for folder in runner.FOLDERS for nb in sorted((repo / folder).glob("*.ipynb"))]
+    return [nb.relative_to(repo).as_posix() for nb in own_notebooks(repo)]
 
 
 def check_run(executed: Path, wanted: list[str]) -> list[dict]:

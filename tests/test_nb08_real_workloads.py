@@ -21,6 +21,7 @@ from notebook import programs as written
 import streamalloc as sa
 from streamalloc.course import REPO
 from streamalloc.lessons import real_workloads as W
+from streamalloc.traces import Trace, built_to_fragment, from_address_events, from_rmm_csv, slug
 
 NAME = "08_real_workloads"
 NOTEBOOK = REPO / "notebooks" / f"{NAME}.ipynb"
@@ -39,7 +40,7 @@ def programs():
 @pytest.mark.parametrize("library", ["", "torch"])
 def test_the_python_replayer_reads_a_trace_as_the_module_writes_it(library, tmp_path):
     """A trace's comments (its name, source, steps and the library that recorded it) are not events to it."""
-    t = W.built_to_fragment()
+    t = built_to_fragment()
     t.library, t.how = library, "one a step" if library else ""
     name, events = replayer().read_trace(t.write(tmp_path))
     assert name == t.name and events == t.events
@@ -54,7 +55,7 @@ def test_the_notebook_writes_its_programs_and_they_parse():
 
 
 # -- the cells, on canned output -----------------------------------------------------------------------------------
-def toy(trace: W.Trace, name: str, kind: str, keep: bool, us: float, spread: float = 0.0, work_us: float = 0,
+def toy(trace: Trace, name: str, kind: str, keep: bool, us: float, spread: float = 0.0, work_us: float = 0,
         process: str | None = None, rounds: int = W.ROUNDS, falling: bool = False) -> dict:
     """A made-up replay record in the replayers' format: a pool that keeps its peak (keep) or gives back all that is
     unused at each step; its rounds' medians (W.ROUNDS of them, or none: its footprint only) spread evenly over
@@ -98,7 +99,7 @@ def canned(break_keep=False, spread=0.0, again_us=0.0):
         if file == "cupy_filter.py":
             return [{"skipped": "RMM is not installed in this Python (canned)"}]
         if file == "replay_trace.cu":
-            t = W.Trace.parse(Path(args[0]).read_text())
+            t = Trace.parse(Path(args[0]).read_text())
             head = {"trace_events": len(t.events), "trace_steps": t.stats()["steps"], "trace_streams": 1,
                     "trace_peak": t.stats()["peak"]}
             work = float(args[2]) if len(args) > 2 else 0.0
@@ -118,7 +119,7 @@ def canned(break_keep=False, spread=0.0, again_us=0.0):
         out = [{"library": lib, "torch": "0.0+cu130", "backend": "cudaMallocAsync" if lib == "torch-async" else "native"}] \
             if lib.startswith("torch") else []
         for p in paths:
-            t = W.Trace.parse(Path(p).read_text())
+            t = Trace.parse(Path(p).read_text())
             n = 0 if p in footprint else W.ROUNDS
             if lib == "rmm":
                 out.append({"trace": t.name, "allocator": "RMM pool", "skipped": "RMM is not installed (canned)"})
@@ -234,7 +235,7 @@ def test_a_recording_whose_replayer_names_a_setting_otherwise_is_one_message(tmp
 
 
 def test_the_table_marks_a_skipped_allocator():
-    t = W.built_to_fragment()
+    t = built_to_fragment()
     rows = W.rows([{"trace": t.name, "allocator": "RMM pool", "skipped": "not installed"},
                    {**toy(t, "x", "default", True, 10.0), "trace": t.name}], t)
     assert rows[0]["µs per step"] == "skipped" and rows[1]["reserved / trace peak"] == 1.0
@@ -270,7 +271,7 @@ def test_a_program_without_a_gpu_says_so(name, args, tmp_path):
     except Exception:
         pass
     (tmp_path / name).write_text(programs()[name])
-    args = [str(W.built_to_fragment().write(tmp_path)) if a == "TRACE" else a for a in args]
+    args = [str(built_to_fragment().write(tmp_path)) if a == "TRACE" else a for a in args]
     done = subprocess.run([sys.executable, str(tmp_path / name), *args], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "{" not in done.stdout, done
 
@@ -319,7 +320,7 @@ def test_the_python_replayer_s_loop_and_record_on_a_stand_in(tmp_path, monkeypat
     """replay_alloc.py's replay and measure (everything but the libraries) on a stand-in allocator: the in-use curve
     is the trace's own, the record has every field the lesson module reads, and the tables take it."""
     rep = replayer()
-    t = W.built_to_fragment()
+    t = built_to_fragment()
     a = FakeAllocator()
     out = rep.replay(t.events, a, True)
     assert out["in_use"] == t.in_use() and out["shrinks"] == 0 and out["grows"] > 0
@@ -356,7 +357,7 @@ def test_each_setting_is_set_against_the_floor_of_its_own_process_round_by_round
     """A Python loop's time differs between processes: each setting is set against the floor timed in its own process,
     in the same round, not another's. A setting below its floor is marked (the floor's views cost more there than the
     allocator), and PyTorch's three settings are ranked together, CuPy's apart."""
-    t = W.built_to_fragment()
+    t = built_to_fragment()
     recs = [{**toy(t, name, "python", True, us, process=p), "trace": t.name} for name, us, p in
             (("one buffer (PyTorch loop)", 500.0, "torch"), ("PyTorch native", 600.0, "torch"),
              ("PyTorch cudaMallocAsync", 400.0, "torch-async"),
@@ -454,7 +455,7 @@ def switch_ignored(file, args):
     out = canned()(file, args)
     if file == "replay_alloc.py" and args[0] == "torch":
         for p in [a for a in args[1:args.index("--footprint")] if a != "--pair"]:
-            t = W.Trace.parse(Path(p).read_text())
+            t = Trace.parse(Path(p).read_text())
             for name, said in (("PyTorch native", ["False"]), ("PyTorch native, expandable_segments", ["False"])):
                 out.append({**toy(t, name, "python", True, 400.0), "trace": t.name, "segments_expandable": said})
     return out
@@ -592,15 +593,15 @@ def recorded_traces(folder: Path) -> dict:
     """{name: Trace} of the traces 08 replays, rebuilt from the set's own recordings of the programs that made them
     (as section 1 and section 5 build them: the hook's log, converted, is "cupy_hook_log")."""
     from streamalloc import traces
-    got = {"built to fragment": W.built_to_fragment(), "built to fragment, one stream": W.built_to_fragment().one_stream()}
+    got = {"built to fragment": built_to_fragment(), "built to fragment, one stream": built_to_fragment().one_stream()}
     for args, records in recorded_runs(folder, "torch_step"):
-        got["PyTorch training step"] = W.from_address_events("", "", [s["events"] for s in records[1:]])
+        got["PyTorch training step"] = from_address_events("", "", [s["events"] for s in records[1:]])
     for args, records in recorded_runs(folder, "cupy_filter"):
         if args[0] == "hook":
-            got["CuPy filter pipeline"] = W.from_address_events("", "", [r["events"] for r in records])
+            got["CuPy filter pipeline"] = from_address_events("", "", [r["events"] for r in records])
             got["cupy_hook_log"] = traces.from_cupy_hook("".join(json.dumps(r) + "\n" for r in records))
         elif not records[0].get("skipped"):
-            got["CuPy filter pipeline, RMM's log"] = W.from_rmm_csv("", "", records[0]["rmm_csv"],
+            got["CuPy filter pipeline, RMM's log"] = from_rmm_csv("", "", records[0]["rmm_csv"],
                                                                    records[0]["step_rows"])
     return got
 
@@ -614,7 +615,7 @@ def replays_of(folder: Path):
     """(trace's name, record) of every replay recorded in the set, C++ and Python (skipped libraries left out); a
     C++ run's trace is told by its file (slug of the name), and its peak is held to the rebuilt trace's."""
     known = recorded_traces(folder)
-    by_file = {W.slug(name): name for name in known}
+    by_file = {slug(name): name for name in known}
     for args, records in recorded_runs(folder, "replay_trace"):
         name = by_file[args[0].split("#", 1)[0].removesuffix(".trace")]
         assert records[0]["trace_peak"] == known[name].stats()["peak"], f"{folder}: {name}, rebuilt otherwise"
@@ -668,7 +669,7 @@ def test_the_calibration_check_finds_a_replayer_s_own_buffer(tmp_path):
     from streamalloc import replay
     folder = tmp_path / "set" / NAME
     folder.mkdir(parents=True)
-    t = W.built_to_fragment()
+    t = built_to_fragment()
     s = t.stats()
     extra = 84 * MiB
 
@@ -769,7 +770,7 @@ def test_no_buffer_of_the_replayer_outlives_its_setting(library, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", memory.torch())
     monkeypatch.setitem(sys.modules, "cupy", memory.cupy())
     rep = replayer()
-    t = W.built_to_fragment(steps=3)
+    t = built_to_fragment(steps=3)
     peak, largest = rep.trace_facts(t.events)
     made = []
 
@@ -961,7 +962,7 @@ def test_pytorch_s_two_processes_pair_their_rounds_as_programs(tmp_path):
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
     (tmp_path / "replay_alloc.py").write_text(programs()["replay_alloc.py"])
-    trace = W.built_to_fragment(steps=3).write(tmp_path)
+    trace = built_to_fragment(steps=3).write(tmp_path)
     log, turn = tmp_path / "made.log", tmp_path / ".gpu_turn"
     turn.write_bytes(b"")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "FAKE_TORCH_LOG": str(log), "STREAMALLOC_GPU_TURN": str(turn)}

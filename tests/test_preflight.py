@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from streamalloc import lesson as lesson_mod
-from streamalloc import preflight, runner, verdict
+from streamalloc import course, preflight, runner, verdict
 
 LABEL = "NVIDIA H100 80GB HBM3, replayed from a recording of 2026-11-22"
 NOTEBOOKS = ["notebooks/01_sync_vs_async.ipynb", "notebooks/03_pools.ipynb", "labs/lab1_stream_ordered.ipynb"]
@@ -165,7 +165,7 @@ def test_the_runner_kernels_print_no_tcp_warning(tmp_path):
     nbformat.write(nb, str(tmp_path / "t.ipynb"))
     code = (f"from streamalloc import runner; rows = runner.run([{str(tmp_path / 't.ipynb')!r}], "
             f"out_dir={str(tmp_path / 'out' / 'executed')!r}, progress=False); assert rows[0]['result'] == 'passed'")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=runner.REPO)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=course.REPO)
     assert done.returncode == 0, done.stderr
     assert "without encryption" not in done.stdout + done.stderr
 
@@ -202,7 +202,7 @@ def test_a_pass_leaves_the_callers_environment_as_it_was(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "write_summary", lambda rows, where: "")
     monkeypatch.delenv("STREAMALLOC_MODE", raising=False)
     before = dict(os.environ)
-    preflight.run_pass("live", tmp_path, [runner.REPO / "notebooks" / "00_setup.ipynb"])
+    preflight.run_pass("live", tmp_path, [course.REPO / "notebooks" / "00_setup.ipynb"])
     assert dict(os.environ) == before and seen[0]["STREAMALLOC_MODE"] == "live"
 
 
@@ -331,8 +331,8 @@ def test_what_each_learner_runs():
     labs = learners.to_run()
     assert len(labs) == 14 and labs[0].startswith("solutions/lab1") and labs[-1].startswith("labs/lab7")
     assert learners.to_run(with_notebooks=True)[14:] == [f"notebooks/{nb.name}" for nb in
-                                                        sorted((runner.REPO / "notebooks").glob("*.ipynb"))]
-    assert learners.to_run([str(runner.REPO / "labs" / "lab2_tune_pool.ipynb")]) == ["labs/lab2_tune_pool.ipynb"]
+                                                        sorted((course.REPO / "notebooks").glob("*.ipynb"))]
+    assert learners.to_run([str(course.REPO / "labs" / "lab2_tune_pool.ipynb")]) == ["labs/lab2_tune_pool.ipynb"]
 
 
 def test_learners_refuses_without_a_gpu_in_live_mode(monkeypatch, capsys, tmp_path):

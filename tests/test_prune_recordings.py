@@ -16,8 +16,9 @@ def test_a_changed_program_s_runs_go_and_the_rest_stay(tmp_path, monkeypatch):
     import os
 
     from streamalloc import replay
+    from streamalloc.course import RECORDINGS
     # one current run (03's pool_stats as committed in the default reference), one stale, one without a program
-    ref = replay.ROOT / replay.DEFAULT_REFERENCE / "03_pools" / "pool_stats.json"
+    ref = RECORDINGS / replay.DEFAULT_REFERENCE / "03_pools" / "pool_stats.json"
     current = next(iter(replay.read_runs(ref).items()))
     lesson = tmp_path / "old-gpu" / "03_pools"
     lesson.mkdir(parents=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from streamalloc import cli, runner, verdict
+from streamalloc import cli, course, runner, verdict
 
 
 def notebook(path, cells):
@@ -49,13 +49,13 @@ def test_runner_passes_expected_errors_and_fails_the_rest(tmp_path):
 
 def test_executed_copies_mirror_the_repository_and_never_replace_the_input(tmp_path):
     out = tmp_path / "build" / "executed"
-    assert runner.output_path(runner.REPO / "notebooks" / "00_setup.ipynb", out) == out / "notebooks" / "00_setup.ipynb"
+    assert runner.output_path(course.REPO / "notebooks" / "00_setup.ipynb", out) == out / "notebooks" / "00_setup.ipynb"
     # a path that leaves the repository (../x) is outside: it goes under outside/, not into the repository
-    outside = runner.REPO.parent / "x.ipynb"
-    assert runner.output_path(runner.REPO / ".." / "x.ipynb", out) == runner.output_path(outside, out)
+    outside = course.REPO.parent / "x.ipynb"
+    assert runner.output_path(course.REPO / ".." / "x.ipynb", out) == runner.output_path(outside, out)
     assert runner.output_path(outside, out).is_relative_to(out / "outside")
     with pytest.raises(ValueError, match="overwrite"):
-        runner.output_path(runner.REPO / "notebooks" / "00_setup.ipynb", runner.REPO)
+        runner.output_path(course.REPO / "notebooks" / "00_setup.ipynb", course.REPO)
 
 
 def test_no_notebook_is_an_error(tmp_path, capsys):
@@ -63,8 +63,8 @@ def test_no_notebook_is_an_error(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("")
     for path, why in ((tmp_path / "empty", "no notebook"), (tmp_path / "missing.ipynb", "does not exist"),
                       (tmp_path / "notes.txt", "not a notebook")):
-        with pytest.raises(runner.NoNotebooks, match=why):
-            runner.notebooks([path])
+        with pytest.raises(course.NoNotebooks, match=why):
+            course.notebooks([path])
         assert cli.main(["run", str(path)]) == 2
         assert why in capsys.readouterr().err
 
@@ -152,7 +152,7 @@ def test_a_folder_is_searched_below_its_top_level(tmp_path):
     (tmp_path / ".ipynb_checkpoints").mkdir()
     below = notebook(tmp_path / "part1" / "deeper" / "below.ipynb", [("x = 1", [])])
     notebook(tmp_path / ".ipynb_checkpoints" / "top-checkpoint.ipynb", [("x = 1", [])])
-    assert runner.notebooks([tmp_path]) == [below, top]
+    assert course.notebooks([tmp_path]) == [below, top]
 
 
 def test_a_kernel_that_dies_names_the_cell(tmp_path):
@@ -182,7 +182,7 @@ def test_a_lesson_that_needs_two_gpus_is_not_measured_not_passed(tmp_path, monke
     """05b in replay with no recording made on two GPUs: the runner, the summary and the exit status say
     'not measured: needs 2 GPUs', not 'passed'; a NotYetRecorded error says the same."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))  # the kernels start beside the notebooks, outside the course
+    monkeypatch.setenv("PYTHONPATH", str(course.REPO))  # the kernels start beside the notebooks, outside the course
     one_gpu = tmp_path / "recordings" / "nvidia-test-gpu"  # a copy of the course whose recordings hold no 2-GPU run
     one_gpu.mkdir(parents=True)
     (one_gpu / "machine.json").write_text('{"gpu": "NVIDIA Test GPU"}')
@@ -203,7 +203,7 @@ def test_a_lesson_that_needs_two_gpus_is_not_measured_not_passed(tmp_path, monke
 def test_a_lesson_shown_from_a_recording_on_a_live_machine_is_a_replay_row(tmp_path, monkeypatch):
     """Live on one GPU, 05b replays its two-GPU recording: its row says replay, and why, never live."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))  # the kernels start beside the notebooks, outside the course
+    monkeypatch.setenv("PYTHONPATH", str(course.REPO))  # the kernels start beside the notebooks, outside the course
     said = "needs 2 GPUs, this machine has 1: the numbers are the recording's (NVIDIA H200)"
     nb = notebook(tmp_path / "05b_two_gpus.ipynb", [  # as lesson.machine_with says it: data, in the notebook's outputs
         (f"from streamalloc import verdict\nverdict.show(verdict.Verdict(verdict.REPLAYED, {said!r}, 'replayed'))", [])])
@@ -265,7 +265,7 @@ def test_a_summary_is_written_whole_or_not_at_all(tmp_path):
               "rows = [{'notebook': f'n{i}.ipynb', 'mode': 'replay', 'result': 'passed', 'seconds': 1.0, 'error': ''}"
               " for i in range(20)]\n"
               f"runner.write_summary(rows, runner.Path({str(tmp_path)!r}))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=runner.REPO)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=course.REPO)
     assert (tmp_path / "summary.json").read_text() == old
     assert "cannot write its summary" in done.stderr and "full disk" in done.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".summary")]  # no temporary left
@@ -310,9 +310,9 @@ def test_sigterm_during_a_build_stops_nvcc_and_leaves_no_temporary_folder_or_soc
     # the kernels' IPC sockets live in TMPDIR: a short one (a pytest-xdist worker's tmp_path is too long for a socket)
     tmp = Path(tempfile.mkdtemp(prefix="sa-"))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp), "STREAMALLOC_MODE": "replay",
-           "PYTHONPATH": str(runner.REPO)}
+           "PYTHONPATH": str(course.REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "streamalloc", "run", "--no-progress", str(nb)], env=env,
-                            cwd=runner.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=course.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for _ in range(600):
         if (tmp_path / "child.pid").is_file() and (tmp_path / "child.pid").read_text().strip():
             break
@@ -360,7 +360,7 @@ def test_an_edited_lab_is_solved_only_where_its_check_passed(tmp_path, monkeypat
     still wrong, "solved", "not verified" with what it could not check here; the rows still count as run as intended
     (the exit status does not change)."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))  # the kernels start beside the notebooks, outside the course
+    monkeypatch.setenv("PYTHONPATH", str(course.REPO))  # the kernels start beside the notebooks, outside the course
     raising = edited_lab(tmp_path / "lab_a.ipynb", CHECKLIST + shows("in progress", "buf is never freed: free it after "
                          "the loop") + "\nclass LabIncomplete(Exception): pass\n"
                          "raise LabIncomplete('1 thing still wrong: buf is never freed: free it after the loop')")
@@ -390,7 +390,7 @@ def test_a_program_printing_a_verdict_does_not_make_a_lab_solved(tmp_path, monke
     anything else) is prose, not the verdict. A check that showed "not verified" stays so; one that showed none is
     "not verified" too, never solved."""
     monkeypatch.setenv("STREAMALLOC_MODE", "replay")
-    monkeypatch.setenv("PYTHONPATH", str(runner.REPO))
+    monkeypatch.setenv("PYTHONPATH", str(course.REPO))
     forged = "print('\\nAll checks passed.')\n"  # as a program's line reaches the cell: stream output
     unverified = edited_lab(tmp_path / "lab_a.ipynb", forged + shows("not verified", "the results: no GPU here"))
     silent = edited_lab(tmp_path / "lab_b.ipynb", forged)
@@ -463,9 +463,9 @@ def test_sigterm_during_parallel_builds_stops_every_nvcc_and_leaves_no_temporary
              "from streamalloc import cuda\ncuda.build_all(['x.cu'], out_dir='built')", [])]))
     tmp = Path(tempfile.mkdtemp(prefix="sa-"))  # short: the kernels' IPC sockets live in TMPDIR
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp), "STREAMALLOC_MODE": "replay",
-           "PYTHONPATH": str(runner.REPO)}
+           "PYTHONPATH": str(course.REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "streamalloc", "run", "--no-progress", "--jobs", "2", *map(str, nbs)],
-                            env=env, cwd=runner.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=course.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
         for _ in range(600):

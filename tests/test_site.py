@@ -9,6 +9,7 @@ import pytest
 
 from streamalloc import lesson as lesson_mod
 from streamalloc import replay, runner, site
+from streamalloc.course import RECORDINGS
 
 README = """# The course
 
@@ -139,7 +140,7 @@ def test_a_crafted_machine_name_is_escaped_wherever_it_goes(course, tmp_path, mo
     rec = tmp_path / "recordings" / "crafted"
     rec.mkdir(parents=True)
     bad = '<img src=x onerror="alert(1)">'
-    good = json.loads((replay.ROOT / replay.DEFAULT_REFERENCE / "machine.json").read_text())
+    good = json.loads((RECORDINGS / replay.DEFAULT_REFERENCE / "machine.json").read_text())
     (rec / "machine.json").write_text(json.dumps({**good, "gpu": bad, "host": "<script>alert(2)</script>"}))
     monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(rec.parent))
     monkeypatch.setenv("STREAMALLOC_REFERENCE", "crafted")

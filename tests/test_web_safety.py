@@ -14,6 +14,8 @@ from test_nb08_real_workloads import toy  # noqa: E402
 from test_site import course, live_handler  # noqa: E402,F401  (course: the site's canned run, a fixture)
 
 from streamalloc import plots, replay, sanitizer, site  # noqa: E402
+from streamalloc.course import RECORDINGS  # noqa: E402
+from streamalloc.traces import built_to_fragment  # noqa: E402
 from streamalloc.lessons import api_fundamentals as A  # noqa: E402
 from streamalloc.lessons import real_workloads as W  # noqa: E402
 
@@ -38,7 +40,7 @@ def test_the_helpers_keep_a_crafted_value_as_text():
 
 
 def test_08s_conclusion_writes_recorded_allocator_names_as_text():
-    t = W.built_to_fragment()
+    t = built_to_fragment()
     recs = [{**toy(t, name, "python", keep, us), "trace": t.name, "process": "p"} for name, keep, us in
             (("one buffer (loop)", True, 100.0), (BAD, False, 300.0), ("CuPy MemoryPool", True, 200.0))]
     text = W.conclusion(recs, t, '<b onmouseover="x">GPU</b>')
@@ -71,7 +73,7 @@ def test_the_site_drops_an_images_metadata_and_escapes_the_banner_once(course, t
     repo, executed, out = course
     rec = tmp_path / "recordings" / "crafted"
     rec.mkdir(parents=True)
-    good = json.loads((replay.ROOT / replay.DEFAULT_REFERENCE / "machine.json").read_text())
+    good = json.loads((RECORDINGS / replay.DEFAULT_REFERENCE / "machine.json").read_text())
     (rec / "machine.json").write_text(json.dumps({**good, "gpu": "<b>GPU</b>"}))
     monkeypatch.setenv("STREAMALLOC_RECORDINGS", str(rec.parent))
     monkeypatch.setenv("STREAMALLOC_REFERENCE", "crafted")

@@ -36,7 +36,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from streamalloc.replay import write_atomically  # noqa: E402  (a file is written whole or not at all)
+from streamalloc.course import write_atomically  # noqa: E402  (a file is written whole or not at all)
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>#|//) BEGIN SOLUTION(?: \(stub: (?P<stub>.*)\))?[ \t]*$")
 END = re.compile(r"^[ \t]*(#|//) END SOLUTION[ \t]*$")
 MD_REGION = re.compile(r"<!-- BEGIN SOLUTION -->.*?<!-- END SOLUTION -->\n?", re.S)

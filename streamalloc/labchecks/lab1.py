@@ -7,7 +7,8 @@ solutions/lab1_stream_ordered.ipynb.
 from __future__ import annotations
 
 from .. import calls, checks, cppsource, measure, sanitizer
-from .common import SYNCS, judge_speed, leaked, show, within_limit
+from ..calls import SYNCS
+from .common import judge_speed, leaked, show, within_limit
 from .streams import DEFAULT, Order
 
 TITLE = "Lab 1: from synchronous to stream-ordered"

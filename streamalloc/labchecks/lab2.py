@@ -8,8 +8,8 @@ solutions/lab2_tune_pool.ipynb.
 from __future__ import annotations
 
 from .. import checks, cppsource, measure
-from ..measure import nbytes
-from .common import MiB, judge_speed, size, within_limit
+from ..measure import MiB, nbytes
+from .common import judge_speed, size, within_limit
 
 TITLE = "Lab 2: tune the pool"
 FILE, FUNCTION = "tuned.cu", "tuned_loop"

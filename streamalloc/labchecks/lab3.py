@@ -7,7 +7,8 @@ solutions/lab3_fix_the_race.ipynb.
 from __future__ import annotations
 
 from .. import calls, checks, sanitizer
-from .common import SYNCS, leaked, show
+from ..calls import SYNCS
+from .common import leaked, show
 from .streams import Order
 
 TITLE = "Lab 3: fix the race"

@@ -19,7 +19,9 @@ solutions/lab4_capture_graph.ipynb.
 from __future__ import annotations
 
 from .. import calls, checks, cppsource, measure, sanitizer
-from .common import MiB, SYNCS, never_named, show, stream_words
+from ..calls import SYNCS
+from ..measure import MiB
+from .common import never_named, show, stream_words
 from .streams import Order, cannot_tell
 
 TITLE = "Lab 4: capture it"

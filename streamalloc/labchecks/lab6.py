@@ -18,7 +18,8 @@ solutions/lab6_upload_ahead.ipynb.
 from __future__ import annotations
 
 from .. import checks, cppsource, measure
-from .common import MiB, never_named, shared_gpu, show, stream_words
+from ..measure import MiB
+from .common import never_named, shared_gpu, show, stream_words
 from .streams import Order, cannot_tell
 
 TITLE = "Lab 6: upload ahead"

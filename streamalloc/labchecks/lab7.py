@@ -26,8 +26,8 @@ from pathlib import Path
 
 from .. import checks, cppsource, cuda, measure, traces
 from ..errors import CourseError, ProgramFailed, ProgramTimedOut
-from ..measure import UINT64_MAX, nbytes
-from .common import MiB, judge_speed, size, within_limit
+from ..measure import MiB, UINT64_MAX, nbytes
+from .common import judge_speed, size, within_limit
 
 TITLE = "Lab 7: choose an allocator for a trace"
 LESSON, FILE, REPLAYER = "lab7_choose_allocator", "choice.py", "replay_trace.cu"

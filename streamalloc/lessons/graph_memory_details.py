@@ -6,9 +6,8 @@ The CUDA, the runs and the assertions stay in notebooks/06b_graph_memory_details
 """
 from __future__ import annotations
 
-from .. import measure, plots
-from ..measure import MiB, med, mib
-from .graph_memory_nodes import block_size, free_bytes  # noqa: F401  (one rule for both graph lessons)
+from .. import plots
+from ..measure import med, mib
 
 UNDO_WAYS = ["no upload", "upload", "upload, then churn", "upload, then graph", "upload, then trim"]
 
@@ -90,7 +89,7 @@ def update_rows(updates) -> list[dict]:
              "bytes right": f"{r['right']:,}"} for r in updates]
 
 
-__all__ = ["MiB", "measure", "block_size", "free_bytes", "steps_table", "oob_rows", "undo_rows", "undone",
+__all__ = ["steps_table", "oob_rows", "undo_rows", "undone",
            "trim_rows", "child_rows", "update_rows", "UNDO_WAYS"]
 
 

@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import plots
 from ..measure import med, mib
-from .pools import findings, yes  # noqa: F401  (findings: the notebook's reported-behaviour tables)
 
 SCENARIOS = ["same", "event", "sleep", "query", "sync", "pending", "limit"]
 

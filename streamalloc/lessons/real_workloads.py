@@ -21,8 +21,7 @@ from pathlib import Path
 from .. import compare, plots, replay, together
 from ..errors import RecordingError
 from ..measure import HOST_RESOLUTION_US, med, mib
-from ..traces import (ACTIONS, MOST_EVENTS, Trace, built_to_fragment, cut, from_address_events,  # noqa: F401
-                      from_rmm_csv, slug, spiky_service)
+from ..traces import Trace
 
 def made(lesson, runs: dict, make: bool = False, timeout: float = 120) -> dict:
     """The trace programs' results, {key: Result}, for `runs` = {key: (file, args, requires)}. Where they run (in
