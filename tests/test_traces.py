@@ -178,12 +178,6 @@ def test_good_traces_read_the_same_in_both(make, reader, tmp_path):
                                "blocks": max(e[1] for e in allocs) + 1, "streams": max(e[3] for e in allocs) + 1}
 
 
-def test_the_lesson_module_keeps_the_names_it_had():
-    for name in ("Trace", "from_address_events", "ACTIONS", "from_rmm_csv", "cut", "slug", "built_to_fragment",
-                 "spiky_service", "MOST_EVENTS"):
-        assert getattr(W, name) is getattr(T, name), name
-
-
 def test_one_stream_keeps_the_events_and_puts_them_on_stream_0():
     t = T.built_to_fragment()
     one = t.one_stream()
