@@ -95,7 +95,6 @@ def test_the_package_has_no_import_circle():
 
 def test_no_module_of_the_package_forwards_another_s_names():
     """A name has one home: no module of streamalloc/ imports a name only to hand it on (`# noqa: F401`)."""
-    from pathlib import Path
     package = Path(__file__).resolve().parent.parent / "streamalloc"
     forwarding = [f"{f.relative_to(package)}:{i}" for f in sorted(package.rglob("*.py"))
                   for i, line in enumerate(f.read_text().splitlines(), 1) if "noqa: F401" in line]
