@@ -267,8 +267,34 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
             rows = _run_at_once(nbs, out_dir, kernel, env, cell_timeout, mode, jobs)
         else:
             rows = _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode)
-    write_summary(rows, out_dir.parent)
+    write_summary(merged(rows, out_dir.parent / "summary.json"), out_dir.parent)
     return rows
+
+
+def _text_sha(notebook: str) -> str:
+    """The hash of a notebook's saved text ('' where it cannot be read): what a row of the summary ran."""
+    path = Path(notebook) if Path(notebook).is_absolute() else REPO / notebook
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def merged(rows: list[dict], summary: Path) -> list[dict]:
+    """The whole course's table: this run's rows, and from the summary an earlier run wrote, the row of each notebook
+    this run did not run, where that notebook is still the text that run ran (a notebook changed since, or gone,
+    keeps no row). Each row carries the hash of the text it ran ("sha"). In the course's order, others after."""
+    for r in rows:
+        r["sha"] = _text_sha(r["notebook"])
+    try:
+        old = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        old = []
+    ran = {r["notebook"] for r in rows}
+    kept = [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict) and isinstance(r.get("notebook"), str)
+            and r["notebook"] not in ran and r.get("sha") and r["sha"] == _text_sha(r["notebook"])]
+    order = {str(nb.relative_to(REPO)): i for i, nb in enumerate(notebooks())}
+    return sorted(rows + kept, key=lambda r: order.get(r["notebook"], len(order)))
 
 
 def _run(nbs, out_dir, kernel, progress, env, cell_timeout, mode) -> list[dict]:

@@ -540,3 +540,24 @@ def test_a_copy_papermill_could_not_write_whole_is_not_left_beside_its_failed_ro
     monkeypatch.setattr(papermill, "execute_notebook", whole)
     row, = runner.run([nb], out_dir=out_dir, progress=False)
     assert row["result"] == "passed" and out.is_file() and list(out.parent.iterdir()) == [out]
+
+
+def test_the_summary_keeps_the_whole_course_and_no_row_of_a_notebook_changed_since(tmp_path):
+    """One notebook run again: the summary still holds the others' rows from the run before, except a notebook whose
+    text changed since (or is gone), whose old row would describe another notebook."""
+    same, changed, gone, now = (tmp_path / f"{n}.ipynb" for n in ("same", "changed", "gone", "now"))
+    for nb in (same, changed, gone, now):
+        nb.write_text(f'{{"cells": [], "name": "{nb.stem}"}}')
+    earlier = [{"notebook": str(nb), "result": "passed", "sha": runner._text_sha(str(nb))} for nb in (same, changed, gone)]
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps(earlier))
+    changed.write_text('{"cells": [], "edited": true}')
+    gone.unlink()
+    rows = [{"notebook": str(now), "result": "failed"}]
+    got = runner.merged(rows, summary)
+    assert [r["notebook"] for r in got] == [str(now), str(same)] or [r["notebook"] for r in got] == [str(same), str(now)]
+    assert {r["notebook"]: r["result"] for r in got} == {str(now): "failed", str(same): "passed"}
+    assert rows[0]["sha"] == runner._text_sha(str(now))  # this run's rows say what they ran
+    assert runner.merged(rows, tmp_path / "none.json") == rows  # no earlier summary: this run's rows alone
+    summary.write_text("not json")
+    assert runner.merged(rows, summary) == rows
