@@ -72,8 +72,8 @@ def _first_error(exc: Exception) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-")]
     for ln in reversed(lines):  # papermill ends with the exception line: "ErrorName: message"
         if ":" in ln and not ln.startswith(" "):
-            return ln[:300]
-    return (lines[-1] if lines else type(exc).__name__)[:300]
+            return verdict.clip(ln)
+    return verdict.clip(lines[-1] if lines else type(exc).__name__)
 
 
 def cell_problem(cell, outputs) -> str | None:

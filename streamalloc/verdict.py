@@ -85,6 +85,19 @@ def is_check(cell) -> bool:
     return "check" in meta.get("tags", []) or meta.get("expected_exception") == "LabIncomplete"
 
 
+def clip(text: str, most: int = 300) -> str:
+    """A finding for a table cell: whole where it fits, else cut after its last whole sentence or clause within
+    `most` characters (a word, where none ends past half of it), and marked cut with " …"."""
+    if len(text) <= most:
+        return text
+    cut = text[:most]
+    end = max(cut.rfind(sep) for sep in (". ", "; ", ": "))
+    if end > most // 2:
+        return cut[:end + 1] + " …"
+    space = cut.rfind(" ")
+    return (cut[:space] if space > 0 else cut) + " …"
+
+
 def of_lab(path) -> tuple[str, str]:
     """An executed lab's check, in a word and its finding, from the check cell's data: (SOLVED, ''), (IN_PROGRESS,
     the first thing still wrong), (UNVERIFIED, what it could not verify here); ('', '') where no check ran. A check
@@ -95,7 +108,7 @@ def of_lab(path) -> tuple[str, str]:
         outputs = cell.get("outputs", [])
         verdict = read(outputs)
         if verdict is not None:
-            return verdict.word, verdict.finding[:300]
+            return verdict.word, clip(verdict.finding)
         error = next((o for o in outputs if o.get("output_type") == "error"), None)
         raised = f" (it raised {error.get('ename', 'an error')})" if error else ""
         return UNVERIFIED, f"the check gave no verdict{raised}"

@@ -65,3 +65,13 @@ def test_a_summarys_rows_by_word():
             {"notebook": "labs/c.ipynb", "lab": "solved"}, {"notebook": "n.ipynb"}, {"notebook": "x", "lab": "passed"},
             "not a row"]
     assert verdict.of_rows(rows) == {"solved": ["labs/a.ipynb", "labs/c.ipynb"], "not verified": ["labs/b.ipynb"]}
+
+
+def test_a_long_finding_is_cut_after_a_whole_sentence_and_says_so():
+    short = "order: every free after the last use."
+    assert verdict.clip(short) == short
+    long = "trim (record): the pool still reserved 4 MiB. " + "It kept what the loop had. " * 20
+    cut = verdict.clip(long)
+    assert len(cut) <= 302 and cut.endswith(". …") and cut[:-2] in long, cut
+    words = "x" * 200 + " " + "y" * 200
+    assert verdict.clip(words) == "x" * 200 + " …"
