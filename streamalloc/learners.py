@@ -84,6 +84,20 @@ def copy_course(dest: Path, nbs: list[str]) -> None:
             shutil.copytree(REPO / top, dest / top, ignore=ignore)
 
 
+def _left(copy: Path) -> tuple[list | None, str]:
+    """A learner's summary rows (None where there is none, or it is not the runner's JSON) and the last lines of its
+    log; a copy removed while it ran (by hand, or a cleaner) leaves no rows and a log that says so."""
+    try:
+        log = "\n".join((copy / "run.log").read_text(errors="replace").splitlines()[-5:])
+    except OSError as e:
+        return None, f"the copy's log cannot be read ({e.strerror or e}): was {copy} removed while it ran?"
+    try:
+        rows = json.loads((copy / "build" / "summary.json").read_text())
+    except (OSError, ValueError):
+        rows = None
+    return (rows if isinstance(rows, list) else None), log
+
+
 def check_word(executed: Path) -> str:
     """An executed solution's check, in a word: 'not verified' where it passed only what could be checked (a timing
     the noise could decide), else '' (the verdict its check cell showed as data: streamalloc.verdict)."""
@@ -166,10 +180,9 @@ def run_size(k: int, nbs: list[str], mode, where: Path) -> dict:
         wall = max(ended.values()) - started
         learners = []
         for i, copy in enumerate(copies):
-            summary = copy / "build" / "summary.json"
-            learners.append({"rows": json.loads(summary.read_text()) if summary.is_file() else None,
-                             "seconds": round(ended[i] - started, 1), "status": procs[i].returncode,
-                             "log": "\n".join((copy / "run.log").read_text(errors="replace").splitlines()[-5:]),
+            rows, log = _left(copy)
+            learners.append({"rows": rows, "seconds": round(ended[i] - started, 1), "status": procs[i].returncode,
+                             "log": log,
                              "unverified": [nb for nb in nbs if nb.startswith("solutions/") and
                                             check_word(copy / "build" / "executed" / nb) == verdict.UNVERIFIED]})
         return judge(k, learners, nbs, wall)

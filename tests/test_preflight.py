@@ -373,3 +373,14 @@ def test_a_stopped_room_stops_every_learner_and_removes_the_copies(tmp_path, mon
     with pytest.raises(KeyboardInterrupt):
         learners.run_size(2, LAB, learners.gpu.Mode(False, "replay"), tmp_path / "learners" / "2")
     assert started[0].returncode is not None and not (tmp_path / "learners" / "2").exists()
+
+
+def test_a_learner_s_copy_removed_while_it_ran_is_said_not_raised(tmp_path):
+    from streamalloc import learners
+    rows, log = learners._left(tmp_path / "gone")
+    assert rows is None and "removed while it ran" in log
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "run.log").write_text("a\nb\n")
+    (tmp_path / "half" / "build").mkdir()
+    (tmp_path / "half" / "build" / "summary.json").write_text('[{"notebook": "x"')  # cut while written
+    assert learners._left(tmp_path / "half") == (None, "a\nb")
