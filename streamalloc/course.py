@@ -111,6 +111,19 @@ def written_files(notebook: Path) -> list[tuple[int, str, str]]:
     return writefile_cells(cells)
 
 
+START = re.compile(r"""\.start\(\s*["'](?P<lesson>[^"']+)["']""")  # sa.start("name")
+
+
+def lesson_of(notebook: Path) -> str | None:
+    """The lesson a saved notebook starts (its first `sa.start("...")` in a code cell), or None."""
+    try:
+        cells = json.loads(Path(notebook).read_text()).get("cells", [])
+    except (OSError, ValueError):
+        return None
+    return next((m["lesson"] for c in cells if c.get("cell_type") == "code"
+                 for m in [START.search("".join(c.get("source", [])))] if m), None)
+
+
 def written_programs(notebook: Path) -> list[tuple[str, str]]:
     """(file, text) of each distinct CUDA program a notebook writes, in order."""
     return list(dict.fromkeys((f, text) for _, f, text in written_files(notebook) if f.endswith(".cu")))

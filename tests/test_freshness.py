@@ -20,12 +20,11 @@ import nbformat
 import pytest
 
 from streamalloc import replay
-from streamalloc.course import written_files
+from streamalloc.course import lesson_of, written_files
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions") for p in (ROOT / folder).glob("*.ipynb"))
 PROGRAM = (".cu", ".cuh", ".h", ".py")  # what programs are made of; other files written are not programs
-START = re.compile(r"""\.start\(\s*["'](?P<lesson>[^"']+)["']""")
 GPUS = re.compile(r"gpus\s*=\s*(?P<n>\d+)")
 
 
@@ -33,7 +32,7 @@ def programs(path: Path, where: Path) -> tuple[str | None, dict[str, Path], dict
     """The lesson's name, each program its %%writefile cells write (written into `where`, headers too), and how
     many GPUs each needs (`lesson.run(..., gpus=N)`; 1 when not said)."""
     nb = nbformat.read(str(path), as_version=4)
-    lesson = next((m["lesson"] for c in nb.cells if c.cell_type == "code" for m in [START.search(c.source)] if m), None)
+    lesson = lesson_of(path)
     written, writing = {}, set()
     for i, name, text in written_files(path):
         writing.add(i)

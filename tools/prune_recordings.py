@@ -11,7 +11,6 @@ it names no program (a measurement made from Python, keyed by its source). A fil
 from __future__ import annotations
 
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -19,9 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streamalloc import replay  # noqa: E402
-from streamalloc.course import FOLDERS, REPO, written_files, write_atomically  # noqa: E402
-
-START = re.compile(r"""\.start\(\s*["'](?P<lesson>[^"']+)["']""")
+from streamalloc.course import FOLDERS, REPO, lesson_of, written_files, write_atomically  # noqa: E402
 
 
 def current(where: Path) -> dict[str, set[str]]:
@@ -29,10 +26,8 @@ def current(where: Path) -> dict[str, set[str]]:
     shas: dict[str, set[str]] = {}
     for folder in FOLDERS:
         for nb in sorted((REPO / folder).glob("*.ipynb")):
-            cells = json.loads(nb.read_text())["cells"]
-            m = next((m for c in cells if c["cell_type"] == "code" for m in [START.search("".join(c["source"]))] if m),
-                     None)
-            if not m:
+            lesson = lesson_of(nb)
+            if not lesson:
                 continue
             out = where / folder / nb.stem
             out.mkdir(parents=True, exist_ok=True)
@@ -40,7 +35,7 @@ def current(where: Path) -> dict[str, set[str]]:
             for _, name, text in written_files(nb):
                 (out / name).write_text(text)
                 files[name] = out / name
-            shas.setdefault(m["lesson"], set()).update(
+            shas.setdefault(lesson, set()).update(
                 replay.source_hash(replay.program_meaning(f)) for f in files.values())
     return shas
 
