@@ -467,7 +467,24 @@ def _stop(proc: subprocess.Popen) -> tuple[str, str]:
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-    return proc.communicate()
+    try:
+        return proc.communicate(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:  # a process outside the group the launcher could not find still holds the output
+        _kill_holders(proc)
+        return proc.communicate(timeout=STOP_GRACE)
+
+
+def _kill_holders(proc: subprocess.Popen) -> None:
+    """Kill every process that holds the write end of `proc`'s stdout or stderr pipe (found in /proc/*/fd): the last
+    resort, where a process escaped both the launcher and the process group, so that the caller is never left
+    waiting on output that nobody will close."""
+    pipes = {f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in (proc.stdout, proc.stderr) if f is not None}
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        if int(pid) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in pipes for fd in os.listdir(f"/proc/{pid}/fd")):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,

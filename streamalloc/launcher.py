@@ -45,30 +45,34 @@ def _stat(pid: int):
     return int(fields[1]), fields[0].decode()
 
 
-def descendants(root: int) -> list[int]:
-    """The live processes below `root` (zombies left out: they are dead, only unreaped)."""
+def descendants(root: int) -> tuple[list[int], list[int]]:
+    """The processes below `root`: those alive, and those dead but not yet reaped (zombies).
+
+    A zombie counts: a process that forked after /proc was listed and then died shows as a zombie, while the child it
+    made (already handed to the subreaper, not yet in the listing) is missed; the caller reaps and looks again."""
     children = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             st = _stat(int(name))
-            if st and st[1] != "Z":
-                children.setdefault(st[0], []).append(int(name))
-    found, todo = [], [root]
+            if st:
+                children.setdefault(st[0], []).append((int(name), st[1] == "Z"))
+    alive, dead, todo = [], [], [root]
     while todo:
-        kids = children.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
+        for pid, zombie in children.get(todo.pop(), []):
+            (dead if zombie else alive).append(pid)
+            todo.append(pid)
+    return alive, dead
 
 
 def command(pid: int) -> str:
-    """A process's command line, shortened, for the report."""
+    """A process's command line, shortened, for the report; "" for one already exiting (its memory, and with it its
+    command line, is gone before it becomes a zombie): it was not left running."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             text = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
-        text = ""
-    return f"pid {pid}: {text[:120] or '?'}"
+        return ""
+    return f"pid {pid}: {text[:120]}" if text else ""
 
 
 def _reap() -> None:
@@ -86,12 +90,12 @@ def end_all(spare: int = 0) -> list[str]:
     but `spare`'s (the program itself, killed at a timeout: the caller names it)."""
     killed, deadline = {}, time.monotonic() + GRACE
     while time.monotonic() < deadline:
-        pids = descendants(os.getpid())
-        if not pids:
+        pids, dead = descendants(os.getpid())
+        if not pids and not dead:  # nothing alive, and no death since the listing that could hide a new child
             break
         for pid in pids:
             if pid != spare and pid not in killed:
-                killed[pid] = command(pid)
+                killed[pid] = command(pid)  # read before the kill, while it still runs
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -99,7 +103,7 @@ def end_all(spare: int = 0) -> list[str]:
         time.sleep(0.005)
         _reap()
     _reap()
-    return list(killed.values())
+    return [text for text in killed.values() if text]
 
 
 def main(argv: list[str]) -> None:
