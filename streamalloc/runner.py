@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -388,9 +389,19 @@ def _stop_on_signal(signum, frame):
         raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
 
+class _AfterTheStop(logging.Filter):
+    """Once a worker is stopped, nbclient's cell task ends with the kernel it was running in ("Kernel died") and nobody
+    is left to read it; asyncio would print "Task exception was never retrieved" with its traceback. Before a stop
+    the message still shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_STOP["stopped"] and record.getMessage().startswith("Task exception was never retrieved"))
+
+
 def _worker_started() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop_on_signal)
+    logging.getLogger("asyncio").addFilter(_AfterTheStop())
 
 
 def _one(nb, out_dir, kernel, env, cell_timeout, mode) -> tuple[dict | None, str]:

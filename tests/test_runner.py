@@ -561,3 +561,25 @@ def test_the_summary_keeps_the_whole_course_and_no_row_of_a_notebook_changed_sin
     assert runner.merged(rows, tmp_path / "none.json") == rows  # no earlier summary: this run's rows alone
     summary.write_text("not json")
     assert runner.merged(rows, summary) == rows
+
+
+def test_an_interrupted_run_says_so_in_one_line_and_exits_130(monkeypatch, capsys):
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runner, "run", interrupted)
+    assert cli.main(["run", "notebooks/00_setup.ipynb"]) == 130
+    err = capsys.readouterr().err
+    assert err == "python -m streamalloc run: stopped by an interrupt; build/summary.md is left as the run before wrote it\n"
+
+
+def test_a_stopped_worker_does_not_print_the_kernel_task_it_left(monkeypatch):
+    """After a stop, asyncio's "Task exception was never retrieved" (the cell task of the kernel just stopped) is
+    dropped in a worker; before a stop, and any other asyncio message, still shows."""
+    import logging
+    keep = runner._AfterTheStop()
+    record = lambda msg: logging.LogRecord("asyncio", logging.ERROR, __file__, 1, msg, None, None)  # noqa: E731
+    monkeypatch.setitem(runner._STOP, "stopped", False)
+    assert keep.filter(record("Task exception was never retrieved"))
+    monkeypatch.setitem(runner._STOP, "stopped", True)
+    assert not keep.filter(record("Task exception was never retrieved"))
+    assert keep.filter(record("Unclosed client session"))
