@@ -27,7 +27,6 @@ import dataclasses
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +34,11 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 NoSuchKernel = pytest.importorskip("jupyter_client.kernelspec").NoSuchKernel  # nbclient raises it, has none of its own
+# (below the importorskips: these need nbformat)
+from make_labs import BEGIN, END  # the generator's own markers of a solution region
+from streamalloc import verdict
+from streamalloc.verdict import SOLVED, UNVERIFIED  # noqa: F401  (for the lab tests)
+from notebook import CLEAN, StandIn, run_cells  # noqa: F401  (CLEAN: for the lab tests)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "lab_checks"
@@ -42,11 +46,6 @@ CELL_TIMEOUT = 600  # s; live, a check builds, runs and may run compute-sanitize
 LIVE = os.environ.get("STREAMALLOC_MODE") == "live"  # conftest.py decides the mode before the tests load
 live_only = pytest.mark.skipif(not LIVE, reason="only a run on a GPU catches this answer: in replay the check "
                                                 "cannot run code other than the recorded solution's")
-sys.path.insert(0, str(ROOT / "tools"))
-from make_labs import BEGIN, END  # noqa: E402  the generator's own markers of a solution region
-from streamalloc import verdict  # noqa: E402
-from streamalloc.verdict import SOLVED, UNVERIFIED  # noqa: E402,F401  (for the lab tests)
-from notebook import CLEAN, StandIn, run_cells  # noqa: E402,F401  (CLEAN: for the lab tests)
 
 
 def slug(text: str) -> str:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import make_dist  # noqa: E402
-import make_links  # noqa: E402
+import make_dist
+import make_links
+from streamalloc import colab
 
-from streamalloc import colab  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 NAME = make_links.NAME
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+import compile_matrix
+import hold_memory
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import compile_matrix  # noqa: E402
-import hold_memory  # noqa: E402
 
 
 def test_it_finds_every_writefile_cell():
@@ -37,7 +37,7 @@ def test_compile_one_caches_by_content(tmp_path, monkeypatch):
     from streamalloc import gpu
     tk = {"name": "here", "nvcc": gpu.nvcc_path(), "version": gpu.nvcc_version() or "?", "flags": ["-c"]}
     good = '#include "course.cuh"\n__global__ void k(int *p) { *p = 1; }\nint main() { return 0; }\n'
-    ok, log, cached = compile_one = compile_matrix.compile_one(tk, "sm_75", "good.cu", good)
+    ok, log, cached = compile_matrix.compile_one(tk, "sm_75", "good.cu", good)
     assert ok and not cached, log
     assert compile_matrix.compile_one(tk, "sm_75", "good.cu", good)[2], "the same content is not built twice"
     ok, log, _ = compile_matrix.compile_one(tk, "sm_75", "bad.cu", good.replace("*p = 1", "*p = undefined_name"))

@@ -2,14 +2,13 @@
 containers) refuses and says why: it never falls back to packing every file in the folder, a .env secret included."""
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import make_dist
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import make_dist  # noqa: E402
 
 DUBIOUS = ("fatal: detected dubious ownership in repository at '{repo}'\n"
            "To add an exception for this directory, call:\n\n\tgit config --global --add safe.directory {repo}\n")

@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_labs_are_generated_from_solutions():
-    sys.path.insert(0, str(ROOT / "tools"))
     import make_labs
     from labcheck import unsolved
 
@@ -34,7 +33,6 @@ def test_notebook_00s_what_next_table_lists_every_other_lecture_and_every_lab(mo
     notebook renamed or added makes it stale (and --check fails); a table edited by hand is not overwritten."""
     import nbformat
 
-    sys.path.insert(0, str(ROOT / "tools"))
     import make_links
 
     path = ROOT / "notebooks" / "00_setup.ipynb"
@@ -57,7 +55,6 @@ def test_readme_tells_a_learner_first_and_the_archive_size_make_dist_writes(tmp_
     lab before CI's timings; the authors' rule about labs/ under Layout, where authors read."""
     import re
 
-    sys.path.insert(0, str(ROOT / "tools"))
     import make_dist
 
     readme = (ROOT / "README.md").read_text()
@@ -73,7 +70,6 @@ def test_readme_tells_a_learner_first_and_the_archive_size_make_dist_writes(tmp_
 
 
 def test_lab_stubs_replace_solution_regions():
-    sys.path.insert(0, str(ROOT / "tools"))
     import make_labs
 
     src = ("int a;\n    // BEGIN SOLUTION (stub: // TODO: allocate)\n    CHECK(cudaMallocAsync(&p, n, s));\n"

@@ -26,10 +26,10 @@ import pytest
 from labcheck import LIVE, Lab, all_passed, live_only, passed, unverified
 from notebook import StandIn
 
+from streamalloc import checks, traces
+import streamalloc.labchecks  # noqa: F401  (the package names each lab's function; the module is in sys.modules)
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from streamalloc import checks, traces  # noqa: E402
-import streamalloc.labchecks  # noqa: E402,F401  (the package names each lab's function; the module is in sys.modules)
 lab7 = sys.modules["streamalloc.labchecks.lab7"]
 
 LAB = Lab("lab7_choose_allocator", "choice.py")

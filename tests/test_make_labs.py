@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import make_labs
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import make_labs  # noqa: E402
 
 
 @pytest.fixture

@@ -1,15 +1,14 @@
 """Notebook 06's cells that read highwater.cu, sharing.cu, remap.cu, upload.cu, access.cu and compare.cu, run on canned JSON lines shaped like the
 programs' (the numbers are made up for the test, never recorded): a broken table, plot or check shows before a GPU
 run, and a wrong result must fail its check. The programs themselves only run on a GPU."""
-import sys
 from pathlib import Path
 
 import pytest
 
+from notebook import StandIn, run_cells as run_notebook_cells, code_cells as notebook_cells
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "06_graph_memory_nodes.ipynb"
-sys.path.insert(0, str(ROOT))
-from notebook import StandIn, run_cells as run_notebook_cells, code_cells as notebook_cells  # noqa: E402
 
 MiB = 1 << 20
 

@@ -4,19 +4,17 @@ The programs only measure on a GPU; here they must fail cleanly without one. The
 run on canned JSON lines shaped like the programs' (the numbers are made up for the test, never recorded),
 so a broken table, plot or check shows before a GPU run, and a wrong result must fail a check.
 """
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from notebook import StandIn, code_cells, run_cells
+from notebook import programs as written
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "07_frameworks.ipynb"
-sys.path.insert(0, str(ROOT))
-from notebook import StandIn, code_cells, run_cells  # noqa: E402
-from notebook import programs as written  # noqa: E402
 
 MiB = 1 << 20
 UINT64_MAX = 2**64 - 1

@@ -28,7 +28,6 @@ def nvcc_include() -> Path | None:
 
 def cuda12_include() -> list[Path]:
     """The CUDA 12.0 runtime headers (and the 12.4 compiler's crt/ headers) tools/compile_matrix.py fetches."""
-    sys.path.insert(0, str(ROOT / "tools"))
     import compile_matrix
     wheels = compile_matrix.CUDA12 / "wheels" / "nvidia"
     return [wheels / "cuda_runtime" / "include", wheels / "cuda_nvcc" / "include"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from streamalloc import together
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from streamalloc import together  # noqa: E402
 
 PROGRAM = '''
 import fcntl, json, os, sys, time

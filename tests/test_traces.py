@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from streamalloc import cli, gpu
+from streamalloc import traces as T
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from streamalloc import cli, gpu  # noqa: E402
-from streamalloc import traces as T  # noqa: E402
-from streamalloc.lessons import real_workloads as W  # noqa: E402
 
 MiB = 1 << 20
 TOP = 2**48

@@ -3,21 +3,18 @@ values (08's allocator names, 02's sanitizer report, the machine's label) and th
 metadata, the banner), with markup escaped exactly once."""
 import json
 import re
-import sys
-from pathlib import Path
 
 import mistune
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_nb08_real_workloads import toy  # noqa: E402
-from test_site import course, live_handler  # noqa: E402,F401  (course: the site's canned run, a fixture)
+from test_nb08_real_workloads import toy
+from test_site import course, live_handler  # noqa: F401  (course: the site's canned run, a fixture)
 
-from streamalloc import plots, replay, sanitizer, site  # noqa: E402
-from streamalloc.course import RECORDINGS  # noqa: E402
-from streamalloc.traces import built_to_fragment  # noqa: E402
-from streamalloc.lessons import api_fundamentals as A  # noqa: E402
-from streamalloc.lessons import real_workloads as W  # noqa: E402
+from streamalloc import plots, replay, sanitizer, site
+from streamalloc.course import RECORDINGS
+from streamalloc.traces import built_to_fragment
+from streamalloc.lessons import api_fundamentals as A
+from streamalloc.lessons import real_workloads as W
 
 BAD = '<img src=x onerror="alert(1)"> [link](javascript:alert(2)) `x` <script>alert(3)</script>'
 

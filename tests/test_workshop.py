@@ -15,13 +15,13 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+import spawn_hook
+from spawn_hook import Room, RoomFull
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKSHOP = ROOT / "workshop"
 IMAGE_COURSE = "/opt/stream-ordered-allocator"  # where the Dockerfile unpacks the course
 
-sys.path.insert(0, str(WORKSHOP))
-import spawn_hook  # noqa: E402
-from spawn_hook import Room, RoomFull  # noqa: E402
 
 
 def requirements(path: Path) -> dict:

@@ -25,11 +25,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-import make_dist  # noqa: E402
+import make_dist
+from streamalloc import runner
 
-from streamalloc import runner  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+
 
 NAME = make_dist.NAME
 STANDIN = Path(__file__).resolve().parent / "standin"  # holds google/colab: on the kernels' path only
