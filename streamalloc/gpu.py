@@ -26,6 +26,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import stacks
+
 CUDA_DEV_ATTR_MEMORY_POOLS_SUPPORTED = 115  # cudaDevAttrMemoryPoolsSupported
 
 
@@ -135,7 +137,7 @@ def _cupy_package(runtime: str | None = None) -> str | None:
                    for d in importlib.metadata.distributions(name=name))
 
     try:
-        usual = ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy")
+        usual = stacks.cupy_packages()
         found = [name for name in usual if holds_module(name)]
         if not found:
             found = [name for name in sorted(importlib.metadata.packages_distributions().get("cupy", []))
@@ -202,8 +204,11 @@ def nvcc_help(driver_cuda: str | None = None) -> str:
     else:
         where = f"a CUDA {v[0]} toolkit no newer than {v[0]}.{v[1]} (this driver supports up to CUDA {driver_cuda})"
         conda = f"`conda install -c conda-forge cuda-nvcc cuda-cudart-dev \"cuda-version={v[0]}.{v[1]}\"`"
-    pip = ("; for CUDA 13 drivers, `bash tools/ensure_nvcc.sh VENV` installs NVIDIA's nvcc wheels (PyPI has no "
-           "CUDA 12 nvcc: the nvidia-cuda-nvcc-cu12 wheels hold no nvcc)") if v is None or v[0] >= 13 else ""
+    pypi = [s.cuda for s in stacks.STACKS.values() if s.nvcc_from_pypi]
+    none = [s.cuda for s in stacks.STACKS.values() if not s.nvcc_from_pypi]
+    pip = (f"; for CUDA {min(pypi)} drivers, `bash tools/ensure_nvcc.sh VENV` installs NVIDIA's nvcc wheels (PyPI has no "
+           + "; ".join(f"CUDA {n} nvcc: the nvidia-cuda-nvcc-cu{n} wheels hold no nvcc" for n in none) + ")"
+           ) if v is None or stacks.of_driver(driver_cuda).nvcc_from_pypi else ""
     return (f"Get {where} with one of: {conda}; your distribution's CUDA packages (Debian: `apt install "
             "nvidia-cuda-toolkit` from non-free; Ubuntu/RHEL: NVIDIA's cuda-toolkit-<major>-<minor> packages, "
             f"https://developer.nvidia.com/cuda-downloads){pip}. On Colab, choose a GPU runtime: nvcc is in "
@@ -275,7 +280,7 @@ def _probe(device: int, driver) -> Machine:
     try:
         import cupy
     except ImportError as e:
-        m.problem = f"CuPy is not installed ({e.msg}); install cupy-cuda12x"
+        m.problem = f"CuPy is not installed ({e.msg}); install {stacks.of_driver(m.driver_cuda).cupy}"
         m.driver = driver.result() if m.driver_cuda else None
         return m
     except Exception as e:  # a broken CuPy install must not break the notebook
@@ -291,7 +296,7 @@ def _probe(device: int, driver) -> Machine:
         elif "InsufficientDriver" in str(e):
             m.problem = (f"this driver supports CUDA {m.driver_cuda}, older than the CUDA runtime of "
                          f"{m.cupy_package or 'CuPy'} {m.cupy}: install the CuPy for your driver's CUDA major "
-                         f"(cupy-cuda{m.driver_cuda.split('.')[0]}x) or update the driver")
+                         f"({stacks.of_driver(m.driver_cuda).cupy}) or update the driver")
         else:
             m.problem = f"CuPy found no usable CUDA driver or GPU ({str(e).strip() or type(e).__name__})"
         return m

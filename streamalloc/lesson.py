@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import calls, cuda, gpu, measure, replay, verdict
+from . import calls, cuda, gpu, measure, replay, stacks, verdict
 from .course import build_folder, build_root, notebook_file, programs_folder, written_programs
 from .errors import (BuildFailed, CompileError, CourseError, MissingRecording, NoGPU, NotYetRecorded, NvccNotFound,
                      RecordingError)
@@ -219,7 +219,7 @@ class Lesson:
         missing = missing_modules(requires) if python else []
         if missing:
             what = f"{path.name} needs {', '.join(missing)}, which this Python cannot import"
-            pkgs = " ".join(pip_name(m) for m in missing)
+            pkgs = " ".join(pip_name(m, stacks.of_machine(self.here)) for m in missing)
             note = (f"{what}: showing the reference recording instead. Install it with `{sys.executable} -m pip "
                     f"install {pkgs}` (in a notebook: `%pip install {pkgs}`), then restart the kernel.")
             try:
@@ -399,13 +399,11 @@ def check_python(path: Path) -> None:
                            str(e), where) from None
 
 
-PIP_NAMES = {"cupy": "cupy-cuda12x", "torch": "torch", "rmm": "rmm-cu12", "cuda.core": "cuda-core",
-             "cuda.bindings": "cuda-bindings", "cuda": "cuda-python", "numba": "numba", "jax": "jax[cuda12]"}
-
-
-def pip_name(module: str) -> str:
-    """The pip package that provides a module ("cupy" is cupy-cuda12x)."""
-    return PIP_NAMES.get(module, PIP_NAMES.get(module.split(".")[0], module.split(".")[0]))
+def pip_name(module: str, stack: stacks.Stack = stacks.COLAB) -> str:
+    """The pip package that provides a module for `stack` ("cupy" is cupy-cuda12x on Colab's)."""
+    names, parts = stacks.pip_names(stack), module.split(".")
+    prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))  # cuda.core.experimental: cuda.core's
+    return next((names[p] for p in prefixes if p in names), parts[0])
 
 
 def missing_modules(modules) -> list[str]:

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import cuda, gpu
+from . import cuda, gpu, stacks
 from .errors import ProgramFailed, SanitizerNotFound
 from .measure import Records
 from .measure import parse as parse_records
@@ -44,8 +44,8 @@ INSTALL = (
     "compute-sanitizer was not found: looked on the PATH, in $CUDA_HOME/bin, in /usr/local/cuda/bin, next to "
     "nvcc and in pip's nvidia packages. It comes with the CUDA Toolkit, in its bin folder "
     "(https://developer.nvidia.com/cuda-downloads); or `conda install -c conda-forge cuda-sanitizer-api`; or "
-    "`pip install nvidia-cuda-sanitizer-api` (CUDA 13; nvidia-cuda-sanitizer-api-cu12 for CUDA 12), then put "
-    "its compute-sanitizer on the PATH"
+    + " or ".join(f"`pip install {s.sanitizer}` (CUDA {s.cuda})" for s in reversed(stacks.STACKS.values()))
+    + ", then put its compute-sanitizer on the PATH"
 )
 LINE = "========="  # memcheck starts every line of its report with this
 KEEP = 60_000  # characters of output kept in a recording: the head (the first errors) and the tail (the summary)

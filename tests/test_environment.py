@@ -53,3 +53,43 @@ def test_notebooks_build_and_run_cuda_without_shell_lines():
                 lines = "".join(cell["source"]).splitlines()
                 if cell["cell_type"] == "code" and not (lines and lines[0].startswith("%%writefile")):  # not CUDA's `!x`
                     assert not [ln for ln in lines if ln.lstrip().startswith("!")], f"{nb} has a ! shell line"
+
+
+# -- the stacks table (streamalloc/stacks.py): every version-specific file agrees with it ----------------------------
+def test_the_pinned_files_install_colabs_stack_and_name_the_reference_stack():
+    from streamalloc import stacks
+    colab, ref = stacks.COLAB, stacks.REFERENCE
+    assert colab.cupy in (ROOT / "requirements.txt").read_text()
+    assert f"cuda-version>={colab.cuda}.0,<{colab.cuda + 1}" in (ROOT / "environment.yml").read_text()
+    assert colab.cupy in (ROOT / "constraints" / "colab.txt").read_text()
+    frameworks = (ROOT / "requirements-frameworks.txt").read_text()
+    for pinned in (colab.cuda_core, colab.rmm):  # installed lines
+        assert any(line.startswith(pinned) for line in frameworks.splitlines()), pinned
+    assert f'"{ref.cuda_core}>=0.3" {ref.rmm}' in frameworks  # what it says to install on the reference's stack
+
+
+def test_every_recording_set_is_named_for_the_stack_it_was_recorded_with():
+    """A set named <gpu>-cuda12 was recorded with cupy-cuda12x, a set without a stack's suffix with the reference's."""
+    from streamalloc import replay, stacks
+    suffixes = {s.recordings for s in stacks.STACKS.values() if s.recordings}
+    for name in replay.available():
+        stack = stacks.of_machine(replay.machine(name))
+        base = name.removesuffix("-x2")  # the two-GPU supplement keeps its stack's naming
+        assert (base.endswith(stack.recordings) if stack.recordings else not base.endswith(tuple(suffixes))), \
+            f"{name} was recorded with {replay.machine(name).cupy_package}"
+    record = (ROOT / "tools" / "record_reference.sh").read_text()
+    for s in stacks.STACKS.values():
+        assert s.recordings == "" or f'"$gpu{s.recordings}"' in record, s
+
+
+def test_the_install_advice_follows_the_machines_stack():
+    from streamalloc import gpu, lesson, stacks
+    assert stacks.of_driver("12.4") is stacks.STACKS[12] and stacks.of_driver("13.0") is stacks.STACKS[13]
+    assert stacks.of_driver(None) is stacks.COLAB and stacks.of_driver("11.8") is stacks.COLAB
+    assert stacks.of_driver("14.1") is stacks.STACKS[stacks.NEWEST]  # a newer driver runs the newest stack
+    cuda13 = gpu.Machine(driver_cuda="13.0")
+    assert lesson.pip_name("rmm", stacks.of_machine(cuda13)) == "rmm-cu13"
+    assert lesson.pip_name("cupy", stacks.of_machine(gpu.Machine(driver_cuda="13.0", cupy_package="cupy-cuda12x"))) \
+        == "cupy-cuda12x"  # the CuPy a machine has decides its stack, before its driver
+    assert lesson.pip_name("jax") == "jax[cuda12]" and lesson.pip_name("cuda.core.experimental") == "cuda-core[cu12]"
+    assert gpu.stacks.cupy_packages()[:2] == ("cupy-cuda13x", "cupy-cuda12x")

@@ -87,7 +87,7 @@ def test_a_missing_package_replays_the_reference_and_says_what_to_install(course
     assert res.replayed and "replayed" in res.label and res.records.values("size") == [5]
     assert "no_such_module_here" in res.note and "pip install no_such_module_here" in res.note
     assert "json" not in res.note.split("needs")[1].split(",")[0]  # an importable module is not named missing
-    assert lesson_mod.pip_name("cupy") == "cupy-cuda12x" and lesson_mod.pip_name("cuda.core") == "cuda-core"
+    assert lesson_mod.pip_name("cupy") == "cupy-cuda12x" and lesson_mod.pip_name("cuda.core") == "cuda-core[cu12]"
     with pytest.raises(RecordingError, match="needs no_such_module_here.*no recording of this run"):
         live.run("needs.py", [6], requires=("no_such_module_here",))
     # with the package there, it runs live

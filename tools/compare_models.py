@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streamalloc import preflight, replay  # noqa: E402
+from streamalloc import preflight, replay, stacks  # noqa: E402
 from streamalloc.course import REPO  # noqa: E402
 
 
@@ -60,7 +60,8 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (0, 2) or any(a.startswith("-") for a in argv):
         print("usage: python tools/compare_models.py [SET_A SET_B]", file=sys.stderr)
         return 2
-    others = [s for s in replay.available() if replay.another_model(s) and not s.endswith("-cuda12")]
+    others = [s for s in replay.available()
+              if replay.another_model(s) and stacks.of_machine(replay.machine(s)) == stacks.REFERENCE]
     a, b = argv or [replay.DEFAULT_REFERENCE, others[0] if others else ""]
     missing = [s for s in (a, b) if s not in replay.available()]
     if missing:
