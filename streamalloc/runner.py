@@ -377,6 +377,7 @@ def jobs_for(mode_live: bool) -> int:
 
 
 _STOP = {"stopped": False, "running": False}  # a worker process's state (_stop_on_signal)
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _stop_on_signal(signum, frame):
@@ -387,6 +388,13 @@ def _stop_on_signal(signum, frame):
     first, _STOP["stopped"] = not _STOP["stopped"], True
     if first and _STOP["running"]:
         raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+    if not _STOP["running"] and _orphaned():  # no runner is left to hand it a notebook or to end it: it ends
+        os._exit(128 + signum)
+
+
+def _orphaned() -> bool:
+    """Whether the runner that started this worker is gone (the worker was handed to another parent)."""
+    return os.getppid() != _STOP.get("parent", os.getppid())
 
 
 class _AfterTheStop(logging.Filter):
@@ -399,8 +407,17 @@ class _AfterTheStop(logging.Filter):
 
 
 def _worker_started() -> None:
+    """A worker's set-up: signals stop its notebook (_stop_on_signal), and where the runner dies without stopping it
+    (killed, or its own stop cut short), the kernel sends the worker SIGTERM (Linux's PR_SET_PDEATHSIG), which stops
+    its notebook, and it ends instead of waiting for ever for a notebook nobody will send."""
+    _STOP["parent"] = os.getppid()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop_on_signal)
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: only the runner's own stop ends its workers
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _orphaned():  # the runner died before the line above: nobody would send the signal
+        os._exit(1)
     logging.getLogger("asyncio").addFilter(_AfterTheStop())
 
 
@@ -414,6 +431,8 @@ def _one(nb, out_dir, kernel, env, cell_timeout, mode) -> tuple[dict | None, str
         with contextlib.redirect_stdout(io.StringIO()):  # _run's own lines: the runner prints this one's when it ends
             row = _run([nb], out_dir, kernel, False, env, cell_timeout, mode)[0]
     except KeyboardInterrupt:  # _run has stopped its kernel
+        if _orphaned():  # stopped because the runner died: nobody is left to take the answer
+            os._exit(1)
         return None, ""
     finally:
         _STOP["running"] = False
