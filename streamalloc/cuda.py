@@ -170,10 +170,29 @@ def _cannot_write(folder: Path, e: OSError, source: Path) -> BuildFailed:
 _CRASH = re.compile(r"died due to signal|Segmentation fault|core dumped|[Ii]nternal compiler error|Aborted")
 
 
+LINK_ONLY = ("-cudart",)  # flags (each with its value) that only the link step reads: -cudart shared for the recorder
+
+
+def _link_flags(nvcc_flags: list) -> tuple[list, list]:
+    """(what compiling the object takes, what linking it adds): a program built with the recorder's -cudart shared
+    and the same program built static share one compiled object (nvcc's device and host compilation, seconds),
+    and differ only in a link (a tenth of a second)."""
+    compile_flags, link, i = [], [], 0
+    while i < len(nvcc_flags):
+        if nvcc_flags[i] in LINK_ONLY and i + 1 < len(nvcc_flags):
+            link += nvcc_flags[i:i + 2]
+            i += 2
+        else:
+            compile_flags.append(nvcc_flags[i])
+            i += 1
+    return compile_flags, link
+
+
 def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[str] | tuple = (),
           out_dir: str | os.PathLike | None = None, timeout: float = 300) -> Path:
     """Compile one .cu file to an executable; a second call with the same content, flags and nvcc reuses it (from any
-    folder that wrote it, in any process: out_dir is a cache keyed by all three)."""
+    folder that wrote it, in any process: out_dir is a cache keyed by all three). nvcc compiles an object, keyed by
+    all but the link-only flags, then links it: the same program with other link flags reuses the object."""
     nvcc = gpu.nvcc_path()
     if nvcc is None:
         raise NvccNotFound(nvcc_missing(gpu.driver_cuda_version()))
@@ -185,36 +204,44 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     out_dir = exe.parent
     if exe.is_file():
         return exe
+    compile_flags, link_flags = _link_flags(nvcc_flags)
+    obj = _program(source, nvcc, compile_flags, out_dir)[1].with_suffix(".o")
     # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
     with terminate_as_interrupt(), _build_folder(out_dir, source) as work:
-        tmp = work / exe.name
-        # nvcc compiles the very text that was hashed (a copy: the source may be rewritten meanwhile), on its bare
-        # name, so __FILE__, nvcc's messages and the line information say "x.cu": the program is the same
-        # wherever its source was written (see build_all); headers beside the source are still found (-I)
-        try:
-            (work / source.name).write_text(text)
-        except OSError as e:
-            raise _cannot_write(out_dir, e, source) from None
-        cmd = [nvcc, *nvcc_flags, f"-I{source.parent.resolve()}", "-o", str(tmp), source.name]
-        env = {**os.environ, "TMPDIR": str(work)}
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                cwd=work, start_new_session=True)  # its own process group: cicc, ptxas, gcc die with it
-        _building.add(proc)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except BaseException:  # the timeout, or an interrupt from the notebook
-            _kill_group(proc)
-            if isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
-                raise CompileError(f"nvcc took longer than {timeout:g} s to compile {source.name} and was stopped "
-                                   "(with everything it started)", "", None) from None
-            raise
-        finally:
-            _building.discard(proc)
-        log = (out + err).strip()
-        if proc.returncode != 0:
-            raise build_error(source, log, proc.returncode, out_dir)
-        os.replace(tmp, exe)
+        if not obj.is_file():
+            # nvcc compiles the very text that was hashed (a copy: the source may be rewritten meanwhile), on its bare
+            # name, so __FILE__, nvcc's messages and the line information say "x.cu": the program is the same
+            # wherever its source was written (see build_all); headers beside the source are still found (-I)
+            try:
+                (work / source.name).write_text(text)
+            except OSError as e:
+                raise _cannot_write(out_dir, e, source) from None
+            _nvcc([nvcc, *compile_flags, f"-I{source.parent.resolve()}", "-c", "-o", obj.name, source.name], work,
+                  source, out_dir, timeout)
+            os.replace(work / obj.name, obj)
+        _nvcc([nvcc, *link_flags, "-o", exe.name, str(obj)], work, source, out_dir, timeout)
+        os.replace(work / exe.name, exe)
     return exe
+
+
+def _nvcc(cmd: list, work: Path, source: Path, out_dir: Path, timeout: float) -> None:
+    """Run one nvcc step in `work` (its TMPDIR too), in a process group of its own (cicc, ptxas, gcc die with it)."""
+    env = {**os.environ, "TMPDIR": str(work)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=work,
+                            start_new_session=True)
+    _building.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:  # the timeout, or an interrupt from the notebook
+        _kill_group(proc)
+        if isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+            raise CompileError(f"nvcc took longer than {timeout:g} s to compile {source.name} and was stopped "
+                               "(with everything it started)", "", None) from None
+        raise
+    finally:
+        _building.discard(proc)
+    if proc.returncode != 0:
+        raise build_error(source, (out + err).strip(), proc.returncode, out_dir)
 
 
 def build_library(source: Path, out_dir) -> Path:

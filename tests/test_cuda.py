@@ -149,11 +149,21 @@ def test_a_failed_compile_leaves_no_file(tmp_path, monkeypatch):
     assert list((tmp_path / "bin").iterdir()) == []
 
 
-def test_a_good_compile_keeps_only_the_program(tmp_path, monkeypatch):
+def test_a_good_compile_keeps_only_the_program_and_its_object(tmp_path, monkeypatch):
     fake_nvcc(tmp_path, monkeypatch, 'touch "$TMPDIR/cicc.tmp"\nfor a; do out=$last; last=$a; done\n'
-                                     'printf "#!/bin/sh\\necho ok\\n" > "$out"; chmod +x "$out"\n')
+                                     'printf "#!/bin/sh\\necho ok\\n" > "$out"; chmod +x "$out"\n'
+                                     'echo "$@" >> "$NVCC_LOG"\n')
+    monkeypatch.setenv("NVCC_LOG", str(tmp_path / "nvcc.log"))
     exe = cuda.build(program(tmp_path, "good", "int main() { return 0; }"))
-    assert list((tmp_path / "bin").iterdir()) == [exe] and cuda.run(exe).stdout == "ok\n"
+    objects = list((tmp_path / "bin").glob("good-*.o"))
+    assert sorted((tmp_path / "bin").iterdir()) == sorted([exe, *objects]) and len(objects) == 1
+    assert cuda.run(exe).stdout == "ok\n"
+    obj = objects[0]
+    # the same program for the call recorder (-cudart shared): linked from the same object, not compiled again
+    shared = cuda.build(tmp_path / "good.cu", flags=["-cudart", "shared"])
+    steps = (tmp_path / "nvcc.log").read_text().splitlines()
+    assert shared != exe and len(steps) == 3 and sum(" -c " in f" {s} " for s in steps) == 1, steps
+    assert steps[2].split()[:2] == ["-cudart", "shared"] and steps[2].endswith(obj.name)
 
 
 INSUFFICIENT = ("first_pool.cu:12: cudaMallocAsync(&p, n, s) failed: CUDA driver version is insufficient for CUDA "

@@ -217,7 +217,8 @@ def test_a_program_built_ahead_is_the_one_its_run_cell_uses(course, tmp_path, mo
     monkeypatch.setattr(cuda.subprocess, "Popen", lambda *a, **k: calls.append(a) or real_popen(*a, **k))
     assert lesson.compile("ahead.cu") == built["ahead.cu"] and calls == []
     (lesson.build / "ahead.cu").write_text((lesson.build / "ahead.cu").read_text() + "// edited\n")
-    assert lesson.compile("ahead.cu") != built["ahead.cu"] and len(calls) == 1
+    assert lesson.compile("ahead.cu") != built["ahead.cu"] and len(calls) == 2  # nvcc compiles the object, then links
+    assert "-c" in calls[0][0] and "-c" not in calls[1][0]
 
 
 def test_the_notebook_built_ahead_is_the_open_one_or_none(tmp_path, monkeypatch):
