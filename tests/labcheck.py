@@ -186,7 +186,9 @@ class Lab:
         if LIVE:
             return self.rejected(case, edit, *words, built=True)
         check = self.check(case, edit)
+        assert check.ename in (None, "LabIncomplete"), f"{case}: the check itself failed: {check.ename}: {check.evalue}"
         assert not all_passed(check.verdict), check.printed
+        assert check.ename or unverified("not verified without a GPU:", check.verdict), check.printed  # never solved
         assert "does not compile" not in check.printed, f"{case}: a wrong answer of these tests must compile"
         return check
 
@@ -203,6 +205,74 @@ class Lab:
             assert w in check.evalue, f"{case}: {w!r} is not in the check's message: {check.evalue}"
         assert not built or "it compiles" in check.printed, check.printed
         return check
+
+
+class Protocol:
+    """The tests every CUDA lab's answers get, generated from its data: a lab's test file declares
+
+        class TestProtocol(Protocol):
+            lab = LAB
+            right = {name: edit}                  # right answers, in styles the check was not written against
+            wrong = {name: (edit, words)}         # wrong answers, and the words their live rejection must hold
+            driver = {name: edit}                 # right answers written against the driver API
+            solution_says = ("...",)              # what the solution's report holds (live and replayed)
+            stubs_say = ("...",)                  # what the unsolved lab's live rejection holds
+
+    and gets: the solution passes; the lab as given is rejected (live with `stubs_say`; in replay by its recorded run
+    with `stubs_read`, or, with `stubs_replayed = False`, never "passed", its report saying `stubs_read`); every right answer and every
+    driver-API answer passes (in replay: passes what could be checked, never rejected), its report holding none of
+    `right_lacks`; every wrong answer is rejected live with its words and is never "All checks passed" in replay
+    (`Lab.wrong`). What is particular to a lab stays in its file as tests of its own."""
+
+    lab: Lab
+    right: dict = {}
+    wrong: dict = {}
+    driver: dict = {}
+    solution_says: tuple = ()
+    solution_says_live: tuple = ()
+    solution_lacks: tuple = ()
+    stubs_say: tuple = ()
+    stubs_replayed = True  # in replay the unsolved lab's recorded run rejects it (LabIncomplete)
+    stubs_read: tuple = ()  # in replay: what the rejection (or, stubs_replayed False, the report) says of the stubs
+    right_lacks: tuple = ()
+
+    def pytest_generate_tests(self, metafunc):
+        for arg in ("right", "wrong", "driver"):
+            if arg in metafunc.fixturenames:
+                metafunc.parametrize(arg, list(getattr(self, arg)))
+
+    def test_the_solution_passes(self):
+        printed = self.lab.passes().printed
+        for w in (*self.solution_says, *(self.solution_says_live if LIVE else ())):
+            assert w in printed, printed
+        for w in self.solution_lacks:
+            assert w not in printed, printed
+
+    def test_the_lab_as_given_is_rejected(self):
+        if LIVE:
+            self.lab.rejected("lab", None, *self.stubs_say)
+            return
+        if self.stubs_replayed:  # its recorded run (or what the file never names) rejects it, with `stubs_read`
+            self.lab.rejected("lab", None, *self.stubs_read)
+            return
+        check = self.lab.check("lab")
+        assert not all_passed(check.verdict), check.printed
+        for w in self.stubs_read:
+            assert w in check.printed, check.printed
+
+    def test_a_right_answer_passes(self, right):
+        printed = self.lab.passes(right, self.right[right]).printed
+        for w in self.right_lacks:
+            assert w not in printed, printed
+
+    def test_a_wrong_answer_is_rejected(self, wrong):
+        edit, words = self.wrong[wrong]
+        self.lab.wrong(wrong, edit, *words)
+
+    def test_a_right_answer_in_the_driver_api_passes(self, driver):
+        printed = self.lab.passes(driver, self.driver[driver]).printed
+        for w in self.right_lacks:
+            assert w not in printed, printed
 
 
 SHARED = "This GPU is shared with"

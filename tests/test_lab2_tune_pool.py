@@ -10,28 +10,14 @@ process on records written the way the recorder writes them (`tuned_record`), be
 """
 import pytest
 
-from labcheck import LIVE, Lab, all_passed, both, in_function, in_the_driver_api, live_only, noted, regions, verdict_of
+from labcheck import (LIVE, Lab, Protocol, all_passed, both, in_function, in_the_driver_api, live_only, noted, regions,
+                      verdict_of)
 from streamalloc import checks, labchecks
 
 LAB = Lab("lab2_tune_pool", "tuned.cu")
 FUNCTION = "tuned_loop"
 MiB = 1 << 20
 UINT64_MAX = 2**64 - 1
-
-
-def test_the_solution_passes():
-    printed = LAB.passes().printed
-    assert "threshold put back (record): tuned_loop left the default pool's release threshold at the value it read" \
-           in printed and "trim (record)" in printed and "threshold during the loop (record)" in printed
-
-
-def test_the_generated_lab_is_rejected():
-    """The stubs: live the record says the threshold stayed 0 and nothing was trimmed; in replay the saved lab's
-    recorded run does."""
-    check = LAB.check("lab")
-    assert check.ename == "LabIncomplete", check.printed
-    if LIVE:
-        assert "threshold during the loop (record)" in check.evalue and "trim (record)" in check.evalue
 
 
 # -- the answers: every answer's source, in one place ----------------------------------------------------------
@@ -310,18 +296,6 @@ ANSWERS_NOTED = {
         "    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, (void *)&v));\n};", AFTER]),
         FUNCTION, LOOP_TOP, LOOP_TOP + "        keep_all();\n"),
 }
-
-
-@pytest.mark.parametrize("name", list(ANSWERS_RIGHT))
-def test_a_right_answer_in_any_style_passes(name):
-    """Live: all checks pass. Replay: nothing is rejected; what only a run shows is said to be not verified."""
-    LAB.passes(name, ANSWERS_RIGHT[name])
-
-
-@pytest.mark.parametrize("name", list(ANSWERS_WRONG))
-def test_a_wrong_answer_is_never_passed_and_live_it_is_told_why(name):
-    edit, words = ANSWERS_WRONG[name]
-    LAB.wrong(name, edit, *words)
 
 
 @pytest.mark.parametrize("name", list(ANSWERS_NOTED))
@@ -666,13 +640,6 @@ DRIVER_RIGHT = {
 }
 
 
-@pytest.mark.parametrize("name", list(DRIVER_RIGHT))
-def test_a_right_answer_in_the_driver_api_passes(name):
-    """Live: all checks pass (the record shows the driver's threshold and trim on the default pool). In replay: not
-    verified."""
-    LAB.passes(name, DRIVER_RIGHT[name])
-
-
 def test_a_trim_that_asks_to_keep_memory_is_told_the_api_s_promise_and_what_was_measured(tmp_path, capsys):
     """Trimmed to UINT64_MAX: the runtime API promises the pool keeps at least that much (a trim that does nothing),
     whatever a driver does (an H200's driver 580 released everything, measured live). The finding says the promise
@@ -701,3 +668,12 @@ def test_a_record_without_the_harness_readings_after_tuned_loop_is_wrong(tmp_pat
         return lines[:last] + [c for c in lines[last:] if c.get("attr") not in (5, 7)]
     said, _ = judged(tmp_path, None, run_lines(), capsys, unread)
     assert "the record has no reading of the default pool after tuned_loop returned" in said
+
+
+# -- the protocol every lab's answers get (labcheck.Protocol), from this file's answers ----------------------------
+class TestProtocol(Protocol):
+    lab = LAB
+    right, wrong, driver = ANSWERS_RIGHT, ANSWERS_WRONG, DRIVER_RIGHT
+    solution_says = ("threshold put back (record): tuned_loop left the default pool's release threshold at the value "
+                     "it read", "trim (record)", "threshold during the loop (record)")
+    stubs_say = ("threshold during the loop (record)", "trim (record)")  # the threshold stayed 0, nothing trimmed

@@ -9,7 +9,8 @@ recorder writes them (`race_record`).
 """
 import pytest
 
-from labcheck import CLEAN, LIVE, RACE_REPORT, Lab, all_passed, both, canned_measure, in_the_driver_api, regions, verdict_of
+from labcheck import (CLEAN, RACE_REPORT, Lab, Protocol, all_passed, both, canned_measure, in_the_driver_api, regions,
+                      verdict_of)
 from streamalloc import checks, labchecks, sanitizer
 
 LAB = Lab("lab3_fix_the_race", "race.cu")
@@ -27,18 +28,6 @@ RECORD_ON_THE_WRONG_STREAM = """\
 CHECK(cudaEventRecord(filled, consumer));
 CHECK(cudaStreamWaitEvent(consumer, filled, 0));
 """
-
-
-def test_the_solution_passes():
-    LAB.passes()
-
-
-def test_the_generated_lab_is_rejected():
-    """The stubs: live the record says both orderings are missing; in replay the saved lab's recorded run does."""
-    check = LAB.check("lab")
-    assert check.ename == "LabIncomplete", check.printed
-    if LIVE:
-        assert "consume is not ordered after fill_slow" in check.evalue and "TODO 2" in check.evalue
 
 
 ORDER_HELPER = """\
@@ -165,18 +154,6 @@ ANSWERS_WRONG = {  # name: (edit, words the live verdict must hold)
 }
 
 
-@pytest.mark.parametrize("name", list(ANSWERS_RIGHT))
-def test_a_right_answer_in_any_style_passes(name):
-    """Live: all checks pass. Replay: nothing is rejected; what only a run shows is said to be not verified."""
-    LAB.passes(name, ANSWERS_RIGHT[name])
-
-
-@pytest.mark.parametrize("name", list(ANSWERS_WRONG))
-def test_a_wrong_answer_is_never_passed_and_live_it_is_told_why(name):
-    edit, words = ANSWERS_WRONG[name]
-    LAB.wrong(name, edit, *words)
-
-
 # -- the record's reasoning, on records written as the recorder writes them --------------------------------------
 def race_record(args, todo1=True, todo2=True, free_on="producer", host_wait=False):
     """The calls race.cu makes for `args`, in the recorder's format, for an answer made of the given orderings."""
@@ -300,8 +277,8 @@ DRIVER_RIGHT = {
 }
 
 
-@pytest.mark.parametrize("name", list(DRIVER_RIGHT))
-def test_a_right_answer_in_the_driver_api_passes(name):
-    """Live: all checks pass (the record orders the consumer after the fill, the free after the read). In replay:
-    not verified."""
-    LAB.passes(name, DRIVER_RIGHT[name])
+# -- the protocol every lab's answers get (labcheck.Protocol), from this file's answers ----------------------------
+class TestProtocol(Protocol):
+    lab = LAB
+    right, wrong, driver = ANSWERS_RIGHT, ANSWERS_WRONG, DRIVER_RIGHT
+    stubs_say = ("consume is not ordered after fill_slow", "TODO 2")  # the record: both orderings are missing

@@ -11,7 +11,7 @@ import importlib
 import json
 
 import pytest
-from labcheck import LIVE, Lab, all_passed, live_only, regions, verdict_of
+from labcheck import LIVE, Lab, Protocol, all_passed, regions, verdict_of
 
 LAB = Lab("lab4_capture_graph", "graph.cu")
 
@@ -39,18 +39,6 @@ cudaMemPool_t pool;
 CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
 CHECK(cudaMemPoolTrimTo(pool, 0));
 """
-
-
-def test_the_solution_passes():
-    check = LAB.passes()  # its run, live or the recorded one
-    assert "while the executable graph exists, the graph allocator reserves" in check.printed
-    assert "after cudaDeviceGraphMemTrim the graph allocator reserves 0.0 MiB" in check.printed
-
-
-def test_the_generated_lab_names_every_missing_call():
-    """What the file never names is not called, in any mode (the stubs name none of these calls)."""
-    LAB.rejected("lab", None, "cudaGraphInstantiate or cudaGraphInstantiateWithFlags or cudaGraphInstantiateWithParams "
-                 "is not called", "cudaGraphLaunch is not called", "cudaDeviceGraphMemTrim is not called")
 
 
 def test_an_allocation_made_once_before_the_capture_is_not_captured():
@@ -358,26 +346,6 @@ def answer(name, bodies):
     return lambda cu: regions(cu, bodies).replace("int main(", above + "int main(", 1)
 
 
-@pytest.mark.parametrize("name", RIGHT_ANSWERS)
-def test_a_right_answer_in_another_style_passes(name):
-    """Live: "All checks passed". In replay: never rejected; passed what could be checked, the rest not verified."""
-    LAB.passes(name, answer(name, RIGHT_ANSWERS[name]))
-
-
-@pytest.mark.parametrize("name", WRONG_ANSWERS)
-def test_a_wrong_answer_never_passes_in_replay(name):
-    check = LAB.check(name, answer(name, WRONG_ANSWERS[name][0]))
-    assert "does not compile" not in check.evalue, check.evalue
-    assert not all_passed(check.verdict), check.printed
-
-
-@live_only
-@pytest.mark.parametrize("name", WRONG_ANSWERS)
-def test_live_a_wrong_answer_is_rejected_by_its_record(name):
-    bodies, words = WRONG_ANSWERS[name]
-    LAB.rejected(name, answer(name, bodies), *words)
-
-
 # -- the record's verdicts, on records written by hand in the recorder's format (any mode) --------------------------
 from streamalloc import calls, checks  # noqa: E402
 
@@ -553,3 +521,17 @@ def test_record_the_unwaited_launch_stream_is_named_with_what_it_misses():
 
 def test_every_order_record_is_an_answer_of_this_file():
     assert set(ORDER_RECORDS) <= set(RIGHT_ANSWERS) | set(WRONG_ANSWERS)
+
+
+# -- the protocol every lab's answers get (labcheck.Protocol), from this file's answers ----------------------------
+NEVER_CALLED = ("cudaGraphInstantiate or cudaGraphInstantiateWithFlags or cudaGraphInstantiateWithParams is not called",
+                "cudaGraphLaunch is not called", "cudaDeviceGraphMemTrim is not called")
+
+
+class TestProtocol(Protocol):
+    lab = LAB
+    right = {name: answer(name, bodies) for name, bodies in RIGHT_ANSWERS.items()}
+    wrong = {name: (answer(name, bodies), words) for name, (bodies, words) in WRONG_ANSWERS.items()}
+    solution_says = ("while the executable graph exists, the graph allocator reserves",
+                     "after cudaDeviceGraphMemTrim the graph allocator reserves 0.0 MiB")
+    stubs_say = stubs_read = NEVER_CALLED  # what the file never names is not called, in any mode
