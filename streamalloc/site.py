@@ -159,6 +159,9 @@ def static(nb):
                 o["metadata"] = {}
             for mime in [m for m in data if m not in SHOWN or (m == "text/plain" and WIDGET_VIEW in data)]:
                 del data[mime]  # a widget's text/plain is its repr (VBox(children=...), Output()): not for a reader
+        if outputs:  # an output left with nothing to show goes (nbconvert would warn of "mimetype(s) dict_keys([])")
+            cell.outputs = [o for o in outputs if o.get("output_type") not in ("display_data", "execute_result")
+                            or o.get("data")]
         error = next((o for o in outputs if o.get("output_type") == "error"), None)
         if error is not None and "raises-exception" in tags:
             cells.append(nbformat.v4.new_markdown_cell(

@@ -209,6 +209,23 @@ def test_the_index_shows_no_html_comment_and_widgets_say_they_need_a_running_not
     assert "&lt;Explorer&gt;" not in page  # a widget's text/plain is its repr (VBox(children=...)): not shown
 
 
+def test_an_output_left_with_nothing_to_show_is_dropped_and_nbconvert_warns_of_none():
+    """A widget's view and repr go; the output they were alone in goes with them (nbconvert warned "Your element
+    with mimetype(s) dict_keys([]) is not able to be represented" in make site and make browser)."""
+    import warnings
+    from nbconvert import HTMLExporter
+    view = {"output_type": "display_data", "metadata": {},
+            "data": {site.WIDGET_VIEW: {"model_id": "m", "version_major": 2}, "text/plain": "VBox(children=...)"}}
+    image = {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="}}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("explore()", outputs=[view, image])])
+    nb = site.static(nbformat.from_dict(nb))
+    assert [o["data"].keys() for o in nb.cells[0].outputs] == [{"text/plain", "image/png"}]
+    assert "running notebook" in nb.cells[1].source  # the note that the controls need one stays
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HTMLExporter(template_name="lab").from_notebook_node(nb)
+
+
 def test_a_notebook_not_measured_is_published_saying_so(course):
     repo, executed, out = course
     rows = json.loads((executed.parent / "summary.json").read_text())
