@@ -18,7 +18,8 @@ finish():
 * no note, everything verified: "All checks passed.";
 * something not verified (in replay, a run of code other than the recorded solution's; no nvcc; no
   compute-sanitizer): for the learner's own code, "Passed what could be checked here; not verified without
-  a GPU: ...", never "All checks passed"; for the course's own solution (the file is the one in
+  a GPU: ..." (or, where the reading of the source points at something, "Not verified without a GPU: ...", with
+  the reading's first point), never "All checks passed"; for the course's own solution (the file is the one in
   solutions/), an error, as a lesson's missing or stale recording is: the course is at fault, not the code.
 
 The verdict is shown as data too (streamalloc.verdict: solved, in progress or not verified, with the first finding),
@@ -181,9 +182,11 @@ class Report:
             self.ok(f"calls {english(found)}")
         return not missing
 
-    def forbid_in_loop(self, code: str, names, why: str = ""):
+    def forbid_in_loop(self, code: str, names, why: str | dict = ""):
+        """WRONG if one of `names` is called inside a loop, with `why` (or, a dict, the reasons of those found)."""
         found = [n for n in names if cppsource.calls_in_loops(code, n)]
         if found:
+            why = "; ".join(why[n] for n in found if why.get(n)) if isinstance(why, dict) else why
             self.wrong(f"{english(found)} {'is' if len(found) == 1 else 'are'} still called inside the loop"
                        f"{': ' + why if why else ''}")
         else:
@@ -397,8 +400,17 @@ class Report:
             raise kind(f"{self.title}: this is the course's own solution, and its check could not verify: {reasons}"
                        + (f"\n{NVCC_HELP}" if isinstance(cause, NvccNotFound) else ""))
         nvcc = any(isinstance(f.cause, NvccNotFound) for f in unverified)
+        read = [f.text.splitlines()[0] for f in self.items if f.mark == READING]
         said = (f"not verified {'here' if live else 'without a GPU'}: {whats}."
                 + (f"\nWith a note: {notes}" if notes else ""))
-        verdict.show(verdict.Verdict(verdict.UNVERIFIED, said.replace("\n", " "), f"\nPassed what could be checked here; "
-                                     + said + (f"\n{NVCC_HELP}" if nvcc else "")
+        meanwhile = (f"\nMeanwhile {read[0]}" + (f" (and {len(read) - 1} more, above)" if len(read) > 1 else "")
+                     + "; the reading explains, and only a run decides.") if read else ""
+        # with the reading pointing at something, nothing is said to have passed: the run may well reject it. The
+        # data's finding (the runner's summary, cut at 300 characters) names the reading's point first
+        first = (f"{read[0]}{' (and more)' if len(read) > 1 else ''}; " if read else "") + said.replace("\n", " ")
+        said += meanwhile
+        verdict.show(verdict.Verdict(verdict.UNVERIFIED, first,
+                                     ("\n" + said[0].upper() + said[1:] if read
+                                      else "\nPassed what could be checked here; " + said)
+                                     + (f"\n{NVCC_HELP}" if nvcc else "")
                                      + ("" if live else "\nRun this lab on a GPU (live mode) for the rest of the check.")))

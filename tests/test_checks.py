@@ -177,3 +177,21 @@ def test_the_courses_own_solution_live_may_leave_only_the_speed_unverified(tmp_p
     report.unverified("the results", "no run")
     with pytest.raises(checks.Unverified, match="course's own solution"):
         report.finish()
+
+
+def test_where_the_reading_points_at_something_nothing_is_said_to_have_passed():
+    """In replay (undecided) the reading explains and decides nothing: the verdict stays "not verified", but its prose
+    no longer says "Passed what could be checked here" under the reading's objections, and the summary's finding
+    (cut at 300 characters) names the reading's first point before what was not verified."""
+    report = checks.Report("t")
+    with report.reading(decided=False):
+        report.wrong("cudaFreeAsync is not called: free buf in stream order")
+        report.wrong("cudaFree is still called inside the loop")
+    report.unverified("the results", "there is no GPU here")
+    out = finished(report)
+    assert SHOWN[-1].word == "not verified" and not all_passed()
+    assert SHOWN[-1].finding.startswith("the reading of your code says: cudaFreeAsync is not called: free buf in "
+                                        "stream order (and more); not verified without a GPU: the results.")
+    assert "Passed what could be checked" not in out and "\nNot verified without a GPU: the results.\nMeanwhile the " \
+        "reading of your code says: cudaFreeAsync is not called: free buf in stream order (and 1 more, above); the " \
+        "reading explains, and only a run decides." in out

@@ -116,9 +116,7 @@ def recorded(report, traced) -> bool:
     seen = f"recorded over {' and '.join(settings)}"
     report.expect(not sync_calls, f"no cudaMalloc or cudaFree in your function (record; {seen})",
                   f"your function called {checks.english(sorted(set(sync_calls)))} ({len(sync_calls)} time(s), "
-                  f"{seen}): cudaMalloc calls into the driver every iteration, and cudaFree either waits for the whole "
-                  f"GPU or, on memory from cudaMallocAsync, frees it without waiting for the kernels ({ORDER}); use "
-                  "cudaMallocAsync(&buf, bytes, s) and cudaFreeAsync(buf, s)")
+                  f"{seen}): " + "; ".join(WHY_NOT[c] for c in sorted(set(sync_calls)) if c in WHY_NOT))
     report.expect(not waits, "no host wait in your function (record)",
                   f"{checks.english(sorted(set(waits)))} made the host wait inside your function ({len(waits)} "
                   f"time(s), {seen}): the host then waits for the GPU in every iteration where it is called. "
@@ -230,16 +228,20 @@ def speed(report, records, label):
 
 
 # -- what the code explains ---------------------------------------------------------------------------------------
+WHY_NOT = {  # each synchronous call's own reason (a finding names only the calls the code makes)
+    "cudaFree": f"cudaFree either waits for the whole GPU or, on memory from cudaMallocAsync, frees it without waiting "
+                f"for the kernels ({ORDER}): use cudaFreeAsync(buf, s)",
+    "cudaMalloc": "cudaMalloc calls into the driver every iteration: use cudaMallocAsync(&buf, bytes, s)",
+}
+
+
 def calls_the_stream_ordered_api(report, code):
     report.require_calls(code, {ALLOCATE: "allocate buf in stream order, on s",
                                 "cudaFreeAsync": "free buf in stream order, on s, after its last use"})
 
 
 def nothing_synchronous_in_the_loop(report, code):
-    report.forbid_in_loop(code, ["cudaMalloc", "cudaFree"],
-                          f"cudaMalloc calls into the driver every iteration, and cudaFree either waits for the "
-                          f"whole GPU or, on memory from cudaMallocAsync, frees it without waiting for the kernels "
-                          f"({ORDER}); use cudaMallocAsync(&buf, bytes, s) and cudaFreeAsync(buf, s)")
+    report.forbid_in_loop(code, ["cudaMalloc", "cudaFree"], WHY_NOT)
     report.forbid_in_loop(code, SYNCS, "the host then waits for the GPU in every iteration; cudaFreeAsync on s is "
                                        "already ordered after the kernels, and the caller waits once, after your "
                                        "function")
