@@ -25,20 +25,21 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run every notebook headless (papermill) and print a summary; the executed "
                                    "copies go under build/executed/")
     r.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/, solutions/, labs/)")
-    r.add_argument("--kernel", default="python3")
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--kernel", default="python3", help="the Jupyter kernel to run them in (default: python3)")
+    r.add_argument("--no-progress", action="store_true", help="no per-cell progress bar (there is none anyway where "
+                                                              "the output is not a terminal)")
     r.add_argument("--jobs", type=int, default=0, help="in replay, how many notebooks run at once (default 0: one "
                                                       "per core, at most 8); live, always one")
     rec = sub.add_parser("record", help="on a GPU: run notebooks, solutions and labs live and write recordings/<set>/ "
                                         "($STREAMALLOC_RECORD_TO, else the GPU's name)")
-    rec.add_argument("paths", nargs="*")
-    rec.add_argument("--kernel", default="python3")
-    rec.add_argument("--no-progress", action="store_true")
+    rec.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/, solutions/, labs/)")
+    rec.add_argument("--kernel", default="python3", help="the Jupyter kernel to run them in (default: python3)")
+    rec.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")
     pre = sub.add_parser("preflight", help="an instructor's check: run the course live and in replay, compare its "
                          "key figures with the reference, write build/preflight/report.html and report.md")
     pre.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/, solutions/, labs/)")
-    pre.add_argument("--kernel", default="python3")
-    pre.add_argument("--no-progress", action="store_true")
+    pre.add_argument("--kernel", default="python3", help="the Jupyter kernel to run them in (default: python3)")
+    pre.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")
     pre.add_argument("--report-only", action="store_true", help="write the report again from the last run")
     pre.add_argument("--learners", metavar="K[,K...]", help="how many learners this GPU holds: K copies of the course "
                      "run the labs' solutions and unsolved labs at once (one learner alone first; 1,4,8: each size "
@@ -66,6 +67,11 @@ def main(argv=None) -> int:
         return 130
 
 
+def _progress(a) -> bool:
+    """papermill's per-cell bar, where someone watches a terminal: in a log it is lines of carriage returns."""
+    return not a.no_progress and sys.stderr.isatty()
+
+
 def _command(a) -> int:
 
     if a.command == "info":
@@ -76,7 +82,7 @@ def _command(a) -> int:
         return 0
     if a.command == "run":
         try:
-            rows = runner.run(a.paths, kernel=a.kernel, progress=not a.no_progress, jobs=a.jobs)
+            rows = runner.run(a.paths, kernel=a.kernel, progress=_progress(a), jobs=a.jobs)
         except course.NoNotebooks as e:
             print(f"python -m streamalloc run: {e}", file=sys.stderr)
             return 2
@@ -92,7 +98,7 @@ def _command(a) -> int:
         paths = a.paths or [str(course.REPO / "notebooks"), str(course.REPO / "solutions"), str(course.REPO / "labs")]
         try:
             rows = runner.run(paths, out_dir=course.REPO / "build" / "recorded", kernel=a.kernel,
-                              progress=not a.no_progress,
+                              progress=_progress(a),
                               extra_env={"STREAMALLOC_RECORD": "1", "STREAMALLOC_RECORD_SESSION": time.strftime(
                                   "%Y-%m-%dT%H:%M:%S") + f"-{os.getpid()}"})
         except course.NoNotebooks as e:
@@ -113,7 +119,7 @@ def _command(a) -> int:
                 return 2
             print(line)
             return 0 if ready else 1
-        return preflight.preflight(a.paths, kernel=a.kernel, progress=not a.no_progress)
+        return preflight.preflight(a.paths, kernel=a.kernel, progress=_progress(a))
     if a.command == "trace":
         return _trace(a)
     return 2

@@ -324,13 +324,17 @@ def _probe(device: int, driver) -> Machine:
     return m
 
 
+HANDED_REASON = "STREAMALLOC_MODE_REASON"  # the runner's reason for the mode it hands its kernels (runner.run)
+
+
 def decide(machine: Machine, forced: str | None = None) -> Mode:
     """Live or replay for this machine, with the reason in words."""
     forced = (forced if forced is not None else os.environ.get("STREAMALLOC_MODE", "")).strip().lower()
     if forced not in ("", "live", "replay"):
         raise ValueError(f"STREAMALLOC_MODE must be 'live' or 'replay', not {forced!r}")
-    if forced == "replay":
-        return Mode(False, "STREAMALLOC_MODE=replay was set, so recordings are replayed even if a GPU is here")
+    if forced == "replay":  # set by the user, or by the runner for its kernels, with the reason it decided for
+        return Mode(False, os.environ.get(HANDED_REASON, "").strip()
+                    or "STREAMALLOC_MODE=replay was set, so recordings are replayed even if a GPU is here")
     if not machine.gpu:
         mode = Mode(False, f"there is no usable GPU: {machine.problem}")
     elif not machine.pools_supported:

@@ -259,8 +259,12 @@ def run(paths=(), out_dir: Path | None = None, kernel: str = "python3", progress
     out_dir = Path(out_dir or REPO / "build" / "executed")
     _writable(out_dir)
     cell_timeout = cell_timeout or settings["STREAMALLOC_CELL_TIMEOUT"]  # a hung cell fails
-    mode = gpu.decide(gpu.probe(), forced=env.get("STREAMALLOC_MODE", ""))
-    env["STREAMALLOC_MODE"] = mode.name  # the kernels get the decision
+    forced = env.get("STREAMALLOC_MODE", "").strip()
+    mode = gpu.decide(gpu.probe(), forced=forced)
+    env["STREAMALLOC_MODE"] = mode.name  # the kernels get the decision, and why: not "STREAMALLOC_MODE=... was set"
+    env.pop(gpu.HANDED_REASON, None)
+    if not forced and not mode.live:
+        env[gpu.HANDED_REASON] = mode.reason
     print(f"Running the course in {mode.name.upper()} mode: {mode.reason}.", flush=True)
     with cuda.terminate_as_interrupt():  # SIGTERM, SIGHUP: the same clean stop as SIGINT
         jobs = jobs or jobs_for(mode.live)

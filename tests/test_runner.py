@@ -592,3 +592,21 @@ def test_a_stopped_worker_does_not_print_the_kernel_task_it_left(monkeypatch):
     monkeypatch.setitem(runner._STOP, "stopped", True)
     assert not keep.filter(record("Task exception was never retrieved"))
     assert keep.filter(record("Unclosed client session"))
+
+
+def test_the_kernels_say_why_the_runner_chose_their_mode(tmp_path, monkeypatch):
+    """The runner hands its kernels the mode it decided; their banner gives its reason ("there is no usable GPU: ..."),
+    not "STREAMALLOC_MODE=replay was set", which a newcomer never set. Where the user set it, that is the reason."""
+    from streamalloc import gpu
+    out = tmp_path / "said.txt"
+    nb = notebook(tmp_path / "why.ipynb", [(
+        f"from streamalloc import gpu\nopen({str(out)!r}, 'w').write(gpu.decide(gpu.probe()).reason)", [])])
+    monkeypatch.delenv("STREAMALLOC_MODE", raising=False)
+    monkeypatch.delenv(gpu.HANDED_REASON, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(course.REPO))  # the kernel runs in tmp_path
+    runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False, jobs=1)
+    decided = gpu.decide(gpu.probe(), forced="")
+    assert out.read_text() == decided.reason and "was set" not in out.read_text()
+    monkeypatch.setenv("STREAMALLOC_MODE", "replay")
+    runner.run([nb], out_dir=tmp_path / "out" / "executed", progress=False, jobs=1)
+    assert out.read_text() == "STREAMALLOC_MODE=replay was set, so recordings are replayed even if a GPU is here"
