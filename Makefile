@@ -42,6 +42,7 @@ compile-matrix: $(SETUP)    ## every .cu for sm_75 and the recorded GPU, with CU
 preflight: $(SETUP)         ## instructors, on a room's machine: run it all live and in replay, build/preflight/report.html
 	$(PYTHON) -m streamalloc preflight
 site: $(SETUP)              ## the read-ahead copy: every notebook run in replay, as web pages in build/site/
+	$(PYTHON) -m streamalloc.site --edits-only
 	STREAMALLOC_MODE=replay $(PYTHON) -m streamalloc run --no-progress
 	$(PYTHON) -m streamalloc.site
 browser: $(SETUP) $(COLAB_VENV)/.installed  ## JupyterLab, and classic Notebook with Colab's widgets, in headless Chromium (see .ci/run)

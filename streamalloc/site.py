@@ -236,9 +236,26 @@ def _course_path(p, repo: Path) -> str:
     return rel.as_posix()
 
 
+def edited_labs(wanted: list[str], repo: Path = REPO) -> list[str]:
+    """The labs among `wanted` edited in place (runner.edited_lab): a learner's answer, not the lab as given."""
+    return [rel for rel in wanted if rel.startswith("labs/") and runner.edited_lab(repo / rel)]
+
+
+def refuse_edited(wanted: list[str], repo: Path = REPO) -> None:
+    """SiteError where a lab to publish is edited in place: the copy shows labs unsolved, as learners get them."""
+    edited = edited_labs(wanted, repo)
+    if edited:
+        one = len(edited) == 1
+        raise SiteError(f"{', '.join(edited)} {'is' if one else 'are'} edited in place (an answer, not the lab as "
+                        f"given): the read-ahead copy shows labs unsolved, as learners get them. Put back the "
+                        f"lab{'' if one else 's'} as given (`git stash`, or `git checkout -- {' '.join(edited)}` after "
+                        f"keeping your work elsewhere) and run make site again, or publish only the lessons "
+                        "(python -m streamalloc.site notebooks/...).")
+
+
 def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()) -> Path:
     """Write the site under out/ and return its index: every notebook of the course, or only those named
-    (as the runner names them: notebooks/03_pools.ipynb)."""
+    (as the runner names them: notebooks/03_pools.ipynb). A lab edited in place is refused (refuse_edited)."""
     import mistune
     import nbformat
     from jinja2 import DictLoader
@@ -246,6 +263,7 @@ def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()
 
     executed, out = Path(executed), Path(out)
     wanted = [_course_path(p, repo) for p in only] or course(repo)
+    refuse_edited(wanted, repo)
     rows = dict(zip(wanted, check_run(executed, wanted)))
     m = reference_machine()
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"site.html.j2": TEMPLATE})],
@@ -287,8 +305,13 @@ def main(argv=None) -> int:
     p.add_argument("--executed", default=str(EXECUTED), help="the executed notebooks (default: build/executed)")
     p.add_argument("--out", default=str(OUT), help="where to write the site (default: build/site)")
     p.add_argument("only", nargs="*", help="publish only these notebooks (default: the whole course)")
+    p.add_argument("--edits-only", action="store_true", help="only refuse labs edited in place, publishing nothing "
+                                                            "(make site asks this before it runs the course)")
     a = p.parse_args(argv)
     try:
+        if a.edits_only:
+            refuse_edited([_course_path(x, REPO) for x in a.only] or course(REPO))
+            return 0
         index = build(Path(a.executed), Path(a.out), only=a.only)
     except SiteError as e:
         print(f"make site: {e}", file=sys.stderr)

@@ -282,3 +282,21 @@ def test_a_nested_notebook_is_published_and_a_notebook_outside_the_course_is_nam
     for wrong in ("/elsewhere/x.ipynb", "x.ipynb", "notebooks/03_pools.txt"):
         with pytest.raises(site.SiteError, match="not (in the course|a notebook of the course)"):
             site.build(executed, out, repo, only=[wrong])
+
+
+def test_a_lab_edited_in_place_is_refused_before_anything_is_published(course, capsys):
+    """The read-ahead copy shows labs unsolved: a learner's answer in labs/ (runner.edited_lab) is refused, by name,
+    before the course runs (make site: --edits-only) and by build itself; a lab as make_labs wrote it is published."""
+    import hashlib
+    repo, executed, out = course
+    lab = repo / "labs" / "lab1.ipynb"
+    nb = nbformat.read(str(lab), as_version=4)
+    nb.metadata["streamalloc"] = {"cells_sha256": hashlib.sha256(json.dumps(nb.cells, sort_keys=True).encode()).hexdigest()}
+    nbformat.write(nb, str(lab))
+    assert site.edited_labs(["labs/lab1.ipynb"], repo) == []  # as written
+    nb.cells[0].source += "\n# my answer"
+    nbformat.write(nb, str(lab))
+    with pytest.raises(site.SiteError, match=r"labs/lab1.ipynb is edited in place .*`git checkout -- labs/lab1.ipynb`"):
+        site.build(executed, out, repo)
+    assert not (out / "index.html").exists()
+    site.build(executed, out, repo, only=["notebooks/03_pools.ipynb"])  # the lessons alone: published
