@@ -106,7 +106,7 @@ def test_a_lab_solved_in_place_keeps_make_test_green(tmp_path):
     nbformat.write(nb, str(lab))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "tests/test_generated.py", "tests/test_make_labs.py", "tests/test_notebook_format.py",
-                           "tests/test_lab1_stream_ordered.py::test_the_lab_as_given_is_incomplete",
+                           "tests/test_lab1_stream_ordered.py::TestProtocol::test_the_lab_as_given_is_rejected",
                            "labs/lab1_stream_ordered.ipynb",
                            "--deselect", "tests/test_generated.py::test_a_lab_solved_in_place_keeps_make_test_green"],
                           cwd=course, capture_output=True, text=True, timeout=300)
