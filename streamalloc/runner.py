@@ -288,9 +288,11 @@ def _text_sha(notebook: str) -> str:
 def merged(rows: list[dict], summary: Path) -> list[dict]:
     """The whole course's table: this run's rows, and from the summary an earlier run wrote, the row of each notebook
     this run did not run, where that notebook is still the text that run ran (a notebook changed since, or gone,
-    keeps no row). Each row carries the hash of the text it ran ("sha"). In the course's order, others after."""
+    keeps no row). Each row carries the hash of the text it ran ("sha"); a kept row is marked "earlier". In the
+    course's order, others after."""
     for r in rows:
         r["sha"] = _text_sha(r["notebook"])
+        r.pop("earlier", None)
     try:
         old = json.loads(summary.read_text())
     except (OSError, ValueError):
@@ -298,6 +300,8 @@ def merged(rows: list[dict], summary: Path) -> list[dict]:
     ran = {r["notebook"] for r in rows}
     kept = [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict) and isinstance(r.get("notebook"), str)
             and r["notebook"] not in ran and r.get("sha") and r["sha"] == _text_sha(r["notebook"])]
+    for r in kept:
+        r["earlier"] = True  # the summary says which rows this run did not make
     order = {str(nb.relative_to(REPO)): i for i, nb in enumerate(notebooks())}
     return sorted(rows + kept, key=lambda r: order.get(r["notebook"], len(order)))
 
@@ -616,10 +620,13 @@ def write_summary(rows: list[dict], where: Path) -> str:
     from .course import write_atomically
 
     head = "| notebook | mode | result | seconds | error, or the lab's first finding |\n|---|---|---|---|---|\n"
-    md = head + "".join("| " + " | ".join(md_cell(v) for v in (r["notebook"], r["mode"], shown(r), r["seconds"],
-                                                                 r["error"] or r.get("finding", ""))) + " |\n"
-                        for r in rows)
+    md = head + "".join("| " + " | ".join(md_cell(v) for v in (
+        r["notebook"], r["mode"], shown(r), f"{r['seconds']} (earlier run)" if r.get("earlier") else r["seconds"],
+        r["error"] or r.get("finding", ""))) + " |\n" for r in rows)
     md += f"\n{counts(rows)}\n"
+    if any(r.get("earlier") for r in rows):
+        md += ("\nA row marked (earlier run) is kept from a run before this one: its notebook has not changed since. "
+               "Run it again to renew it.\n")
     shared = max((r.get("shared_with") or 0 for r in rows), default=0)
     if shared:
         md += (f"\nThis GPU was shared: up to {shared} other process{'es' if shared != 1 else ''} computed on it during "

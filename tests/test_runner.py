@@ -567,6 +567,12 @@ def test_the_summary_keeps_the_whole_course_and_no_row_of_a_notebook_changed_sin
     assert [r["notebook"] for r in got] == [str(now), str(same)] or [r["notebook"] for r in got] == [str(same), str(now)]
     assert {r["notebook"]: r["result"] for r in got} == {str(now): "failed", str(same): "passed"}
     assert rows[0]["sha"] == runner._text_sha(str(now))  # this run's rows say what they ran
+    assert [bool(r.get("earlier")) for r in got if r["notebook"] == str(same)] == [True] and "earlier" not in rows[0]
+    for r in got:
+        r.setdefault("mode", "replay"), r.setdefault("seconds", 1.0), r.setdefault("error", "")
+    md = runner.write_summary(got, tmp_path)
+    assert f"| {str(same)} | replay | passed | 1.0 (earlier run) |" in md and f"| {str(now)} | replay | failed | 1.0 |" \
+        in md and "A row marked (earlier run) is kept from a run before this one" in md
     assert runner.merged(rows, tmp_path / "none.json") == rows  # no earlier summary: this run's rows alone
     summary.write_text("not json")
     assert runner.merged(rows, summary) == rows
