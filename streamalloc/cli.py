@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     except (RuntimeError, CourseError) as e:  # STREAMALLOC_MODE=live without a usable GPU, a bad STREAMALLOC_*
         print(f"python -m streamalloc {a.command}: {e}", file=sys.stderr)  # value, no room to write: one line
         return 2
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (cuda.terminate_as_interrupt): its kernels are stopped
+    except KeyboardInterrupt:  # Ctrl-C: its kernels are stopped (SIGTERM, SIGHUP end the process by their signal)
         print(f"python -m streamalloc {a.command}: stopped by an interrupt"
               + ("; build/summary.md is left as the run before wrote it" if a.command == "run" else ""),
               file=sys.stderr)

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import gpu
-from .errors import BuildFailed, CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
+from .errors import BuildFailed, CompileError, CourseError, NvccNotFound, ProgramFailed, ProgramTimedOut
 
 INCLUDE = Path(__file__).parent / "include"  # course.cuh: the CHECK macro every program uses
 BASE_FLAGS = ["-O2", "-std=c++17", "-lineinfo"]
@@ -170,22 +170,19 @@ def _cannot_write(folder: Path, e: OSError, source: Path) -> BuildFailed:
 _CRASH = re.compile(r"died due to signal|Segmentation fault|core dumped|[Ii]nternal compiler error|Aborted")
 
 
-LINK_ONLY = ("-cudart",)  # flags (each with its value) that only the link step reads: -cudart shared for the recorder
-
-
-def _link_flags(nvcc_flags: list) -> tuple[list, list]:
-    """(what compiling the object takes, what linking it adds): a program built with the recorder's -cudart shared
-    and the same program built static share one compiled object (nvcc's device and host compilation, seconds),
-    and differ only in a link (a tenth of a second)."""
-    compile_flags, link, i = [], [], 0
-    while i < len(nvcc_flags):
-        if nvcc_flags[i] in LINK_ONLY and i + 1 < len(nvcc_flags):
-            link += nvcc_flags[i:i + 2]
-            i += 2
+def _object_flags(nvcc_flags: list) -> list:
+    """What compiling a program's object takes: every flag but the runtime's kind (-cudart shared, for the recorder,
+    or -cudart=static). A program built with the recorder's -cudart shared and the same program built static share one
+    compiled object (nvcc's device and host compilation, seconds) and differ only in a link (a tenth of a second)."""
+    out, skip = [], False
+    for f in nvcc_flags:
+        if skip or f.startswith("-cudart="):
+            skip = False
+        elif f == "-cudart":
+            skip = True
         else:
-            compile_flags.append(nvcc_flags[i])
-            i += 1
-    return compile_flags, link
+            out.append(f)
+    return out
 
 
 def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[str] | tuple = (),
@@ -200,12 +197,14 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: run the %%writefile cell that writes it first")
     nvcc_flags = cmd_flags(flags, arch)
-    text, exe = _program(source, nvcc, nvcc_flags, out_dir)
+    text, beside = _texts(source)  # read once: the object and the program are keyed by the text nvcc compiles
+    exe = _program(source, nvcc, nvcc_flags, out_dir, text, beside)
     out_dir = exe.parent
     if exe.is_file():
         return exe
-    compile_flags, link_flags = _link_flags(nvcc_flags)
-    obj = _program(source, nvcc, compile_flags, out_dir)[1].with_suffix(".o")
+    compile_flags = _object_flags(nvcc_flags)
+    obj = _program(source, nvcc, compile_flags, out_dir, text, beside).with_suffix(".o")
+    deadline = time.monotonic() + timeout
     # nvcc writes its intermediate files to TMPDIR: give it a folder of its own, removed whatever happens
     with terminate_as_interrupt(), _build_folder(out_dir, source) as work:
         if not obj.is_file():
@@ -219,19 +218,22 @@ def build(source: str | os.PathLike, flags: list[str] | tuple = (), arch: list[s
             _nvcc([nvcc, *compile_flags, f"-I{source.parent.resolve()}", "-c", "-o", obj.name, source.name], work,
                   source, out_dir, timeout)
             os.replace(work / obj.name, obj)
-        _nvcc([nvcc, *link_flags, "-o", exe.name, str(obj)], work, source, out_dir, timeout)
+        # the link takes every flag (nvcc leaves the compiling ones unused): -cudart, -lcuda, -L, -Xlinker
+        _nvcc([nvcc, *nvcc_flags, "-o", exe.name, str(obj)], work, source, out_dir, timeout,
+              left=max(1.0, deadline - time.monotonic()))
         os.replace(work / exe.name, exe)
     return exe
 
 
-def _nvcc(cmd: list, work: Path, source: Path, out_dir: Path, timeout: float) -> None:
-    """Run one nvcc step in `work` (its TMPDIR too), in a process group of its own (cicc, ptxas, gcc die with it)."""
+def _nvcc(cmd: list, work: Path, source: Path, out_dir: Path, timeout: float, left: float | None = None) -> None:
+    """Run one nvcc step in `work` (its TMPDIR too), in a process group of its own (cicc, ptxas, gcc die with it),
+    for at most `left` seconds (default: the build's `timeout`, which the message names)."""
     env = {**os.environ, "TMPDIR": str(work)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=work,
                             start_new_session=True)
     _building.add(proc)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=timeout if left is None else left)
     except BaseException:  # the timeout, or an interrupt from the notebook
         _kill_group(proc)
         if isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
@@ -283,17 +285,22 @@ def cmd_flags(flags, arch) -> list[str]:
     return [*BASE_FLAGS, *arch, f"-I{INCLUDE}", *flags]
 
 
-def _program(source: Path, nvcc: str, nvcc_flags: list, out_dir) -> tuple[str, Path]:
-    """(the source's text, the executable build() makes of it): its name holds the hash of everything it is made of."""
+def _texts(source: Path) -> tuple[str, list]:
+    """The source's text and the headers written beside it that it includes (part of the program)."""
     text = source.read_text()
-    beside = [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
-              if (source.parent / h).is_file()]  # a header written beside it is part of the program
+    return text, [(source.parent / h).read_text() for h in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M)
+                  if (source.parent / h).is_file()]
+
+
+def _program(source: Path, nvcc: str, nvcc_flags: list, out_dir, text: str, beside: list) -> Path:
+    """The executable build() makes of `text` (and the headers beside it): its name holds the hash of everything it
+    is made of."""
     # the course's header folder by what it holds (headers_text), not by where this copy of the course is: a copy
     # unpacked elsewhere (the Colab tier's) builds the same program from the same text
     flags = ["-I<course include>" if f == f"-I{INCLUDE}" else f for f in nvcc_flags]
     digest = hashlib.sha256("\0".join([text, headers_text(), *beside, *flags, nvcc_identity(nvcc)]).encode()
                             ).hexdigest()[:16]
-    return text, (Path(out_dir) if out_dir else source.parent / "bin") / f"{source.stem}-{digest}"
+    return (Path(out_dir) if out_dir else source.parent / "bin") / f"{source.stem}-{digest}"
 
 
 def built(source: str | os.PathLike, flags=(), arch=(), out_dir=None) -> Path | None:
@@ -301,7 +308,7 @@ def built(source: str | os.PathLike, flags=(), arch=(), out_dir=None) -> Path | 
     nvcc = gpu.nvcc_path()
     if nvcc is None or not Path(source).is_file():
         return None
-    exe = _program(Path(source), nvcc, cmd_flags(flags, arch), out_dir)[1]
+    exe = _program(Path(source), nvcc, cmd_flags(flags, arch), out_dir, *_texts(Path(source)))
     return exe if exe.is_file() else None
 
 
@@ -494,24 +501,48 @@ def _stop(proc: subprocess.Popen) -> tuple[str, str]:
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        return proc.communicate(timeout=STOP_GRACE)
-    except subprocess.TimeoutExpired:  # a process outside the group the launcher could not find still holds the output
-        _kill_holders(proc)
-        return proc.communicate(timeout=STOP_GRACE)
+    for last in (False, True):
+        try:
+            return proc.communicate(timeout=STOP_GRACE)
+        except subprocess.TimeoutExpired:  # a process outside the group, unseen by the launcher, holds the output
+            if last:  # nothing more can be done: what was read is lost with the pipes, closed so that none waits on them
+                for f in (proc.stdout, proc.stderr):
+                    if f is not None:
+                        f.close()
+                proc.wait()
+                return "", ""
+            _kill_holders(proc)
 
 
 def _kill_holders(proc: subprocess.Popen) -> None:
-    """Kill every process that holds the write end of `proc`'s stdout or stderr pipe (found in /proc/*/fd): the last
-    resort, where a process escaped both the launcher and the process group, so that the caller is never left
-    waiting on output that nobody will close."""
-    pipes = {f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in (proc.stdout, proc.stderr) if f is not None}
+    """Kill every other process that holds the write end of `proc`'s stdout or stderr pipe (found in /proc: the fds
+    of each process, or of its threads where its main thread has ended): the last resort, where a process escaped
+    both the launcher and the process group, so that the caller is never left waiting on output nobody will close."""
+    pipes = {f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in (proc.stdout, proc.stderr) if f is not None and not f.closed}
     for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
-        if int(pid) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in pipes for fd in os.listdir(f"/proc/{pid}/fd")):
+        if int(pid) != os.getpid() and pipes & _written_pipes(pid):
+            with contextlib.suppress(OSError):
                 os.kill(int(pid), signal.SIGKILL)
+
+
+def _written_pipes(pid: str) -> set:
+    """The pipes ("pipe:[inode]") a process holds open for writing (O_WRONLY or O_RDWR)."""
+    found = set()
+    with contextlib.suppress(OSError):
+        tasks = [f"/proc/{pid}"] + [f"/proc/{pid}/task/{t}" for t in os.listdir(f"/proc/{pid}/task")]
+        for where in tasks:
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"{where}/fd"):
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        link = os.readlink(f"{where}/fd/{fd}")
+                        if link.startswith("pipe:"):
+                            with open(f"{where}/fdinfo/{fd}") as info:
+                                flags = info.read().split("flags:", 1)[1].split()[0]
+                            if int(flags, 8) & 3:  # O_ACCMODE: 1 O_WRONLY, 2 O_RDWR
+                                found.add(link)
+            if found:
+                break
+    return found
 
 
 def run(exe: str | os.PathLike, args: list | tuple = (), timeout: float = 120, cwd=None,

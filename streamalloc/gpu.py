@@ -149,6 +149,15 @@ def _cupy_package(runtime: str | None = None) -> str | None:
     return next((name for name in found if name == f"cupy-cuda{major}x"), found[0] if found else None)
 
 
+def _cupy_advice(driver_cuda: str | None) -> str:
+    """Which CuPy to install for this driver, or, where it is older than every stack the course runs on, to update it."""
+    if stacks.runs(driver_cuda):
+        return f"install the CuPy for your driver's CUDA major ({stacks.of_driver(driver_cuda).cupy}) or update the driver"
+    return (f"this driver supports CUDA {driver_cuda}, older than every CUDA the course runs on "
+            f"({' and '.join(str(c) for c in sorted(stacks.STACKS))}): update the driver, then install "
+            f"{stacks.COLAB.cupy}")
+
+
 def _smi_cuda_version() -> str | None:
     """The "CUDA Version: 12.8" that nvidia-smi prints in its header, or None."""
     smi = shutil.which("nvidia-smi")
@@ -280,7 +289,7 @@ def _probe(device: int, driver) -> Machine:
     try:
         import cupy
     except ImportError as e:
-        m.problem = f"CuPy is not installed ({e.msg}); install {stacks.of_driver(m.driver_cuda).cupy}"
+        m.problem = f"CuPy is not installed ({e.msg}); {_cupy_advice(m.driver_cuda)}"
         m.driver = driver.result() if m.driver_cuda else None
         return m
     except Exception as e:  # a broken CuPy install must not break the notebook
@@ -295,8 +304,7 @@ def _probe(device: int, driver) -> Machine:
             m.problem = "no NVIDIA driver is installed: neither nvidia-smi nor libcuda is here"
         elif "InsufficientDriver" in str(e):
             m.problem = (f"this driver supports CUDA {m.driver_cuda}, older than the CUDA runtime of "
-                         f"{m.cupy_package or 'CuPy'} {m.cupy}: install the CuPy for your driver's CUDA major "
-                         f"({stacks.of_driver(m.driver_cuda).cupy}) or update the driver")
+                         f"{m.cupy_package or 'CuPy'} {m.cupy}: {_cupy_advice(m.driver_cuda)}")
         else:
             m.problem = f"CuPy found no usable CUDA driver or GPU ({str(e).strip() or type(e).__name__})"
         return m
@@ -329,12 +337,12 @@ HANDED_REASON = "STREAMALLOC_MODE_REASON"  # the runner's reason for the mode it
 
 def decide(machine: Machine, forced: str | None = None) -> Mode:
     """Live or replay for this machine, with the reason in words."""
+    handed = os.environ.get(HANDED_REASON, "").strip() if forced is None else ""  # the runner's, to its kernels
     forced = (forced if forced is not None else os.environ.get("STREAMALLOC_MODE", "")).strip().lower()
     if forced not in ("", "live", "replay"):
         raise ValueError(f"STREAMALLOC_MODE must be 'live' or 'replay', not {forced!r}")
     if forced == "replay":  # set by the user, or by the runner for its kernels, with the reason it decided for
-        return Mode(False, os.environ.get(HANDED_REASON, "").strip()
-                    or "STREAMALLOC_MODE=replay was set, so recordings are replayed even if a GPU is here")
+        return Mode(False, handed or "STREAMALLOC_MODE=replay was set, so recordings are replayed even if a GPU is here")
     if not machine.gpu:
         mode = Mode(False, f"there is no usable GPU: {machine.problem}")
     elif not machine.pools_supported:

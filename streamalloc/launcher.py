@@ -93,8 +93,8 @@ def end_all(spare: int = 0) -> list[str]:
         pids, dead = descendants(os.getpid())
         if not pids and not dead:  # nothing alive, and no death since the listing that could hide a new child
             break
-        for pid in pids:
-            if pid != spare and pid not in killed:
+        for pid in pids + dead:  # a "zombie" whose main thread ended may still run other threads: SIGKILL ends them
+            if pid in pids and pid != spare and pid not in killed:
                 killed[pid] = command(pid)  # read before the kill, while it still runs
             try:
                 os.kill(pid, signal.SIGKILL)

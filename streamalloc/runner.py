@@ -187,6 +187,12 @@ def edited_lab(nb: Path) -> bool:
         json.dumps(book.cells, sort_keys=True).encode()).hexdigest()
 
 
+def edited_labs(paths, root: Path = REPO) -> list[str]:
+    """The labs among `paths` (relative to root: "labs/lab1_stream_ordered.ipynb") edited in place (edited_lab): what
+    make dist and make site refuse to hand out as the labs."""
+    return [p for p in paths if p.startswith("labs/") and p.endswith(".ipynb") and edited_lab(root / p)]
+
+
 def timeout_problem(path: Path, limit: float) -> str:
     """A timeout in words: which cell (numbered as in the source notebook) ran past which limit."""
     return (f"timed out: {running_cell(path)} ran longer than the {limit:g} s limit for one cell and was stopped "
@@ -414,11 +420,11 @@ class _AfterTheStop(logging.Filter):
         return not (_STOP["stopped"] and record.getMessage().startswith("Task exception was never retrieved"))
 
 
-def _worker_started() -> None:
+def _worker_started(runner_pid: int) -> None:
     """A worker's set-up: signals stop its notebook (_stop_on_signal), and where the runner dies without stopping it
     (killed, or its own stop cut short), the kernel sends the worker SIGTERM (Linux's PR_SET_PDEATHSIG), which stops
     its notebook, and it ends instead of waiting for ever for a notebook nobody will send."""
-    _STOP["parent"] = os.getppid()
+    _STOP["parent"] = runner_pid  # the runner's pid, handed over: a worker that starts after it died sees so
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop_on_signal)
     with contextlib.suppress(OSError, AttributeError):  # not Linux: only the runner's own stop ends its workers
@@ -458,7 +464,7 @@ def _run_at_once(nbs, out_dir, kernel, env, cell_timeout, mode, jobs) -> list[di
     rows: list[dict | None] = [None] * len(nbs)
     workers = min(jobs, len(nbs))
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_worker_started)
+                                  initializer=_worker_started, initargs=(os.getpid(),))
     try:
         futures = {pool.submit(_one, nb, out_dir, kernel, env, cell_timeout, mode): i for i, nb in enumerate(nbs)}
         print(f"{len(nbs)} notebooks, {workers} at a time (replay: nothing is timed)", flush=True)

@@ -236,14 +236,9 @@ def _course_path(p, repo: Path) -> str:
     return rel.as_posix()
 
 
-def edited_labs(wanted: list[str], repo: Path = REPO) -> list[str]:
-    """The labs among `wanted` edited in place (runner.edited_lab): a learner's answer, not the lab as given."""
-    return [rel for rel in wanted if rel.startswith("labs/") and runner.edited_lab(repo / rel)]
-
-
 def refuse_edited(wanted: list[str], repo: Path = REPO) -> None:
     """SiteError where a lab to publish is edited in place: the copy shows labs unsolved, as learners get them."""
-    edited = edited_labs(wanted, repo)
+    edited = runner.edited_labs(wanted, repo)
     if edited:
         one = len(edited) == 1
         raise SiteError(f"{', '.join(edited)} {'is' if one else 'are'} edited in place (an answer, not the lab as "

@@ -49,6 +49,12 @@ def of_driver(driver_cuda: str | None) -> Stack:
     return max(fits, key=lambda s: s.cuda) if fits else COLAB
 
 
+def runs(driver_cuda: str | None) -> bool:
+    """Whether a driver that supports CUDA `driver_cuda` runs some stack of the course (unknown: assumed so)."""
+    major = _major(driver_cuda)
+    return major is None or major >= OLDEST
+
+
 def of_cupy(package: str | None) -> Stack | None:
     """The stack a CuPy distribution ("cupy-cuda12x") is built for, or None (a source build, an older one)."""
     return next((s for s in STACKS.values() if s.cupy == package), None)

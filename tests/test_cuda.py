@@ -163,7 +163,13 @@ def test_a_good_compile_keeps_only_the_program_and_its_object(tmp_path, monkeypa
     shared = cuda.build(tmp_path / "good.cu", flags=["-cudart", "shared"])
     steps = (tmp_path / "nvcc.log").read_text().splitlines()
     assert shared != exe and len(steps) == 3 and sum(" -c " in f" {s} " for s in steps) == 1, steps
-    assert steps[2].split()[:2] == ["-cudart", "shared"] and steps[2].endswith(obj.name)
+    assert "-cudart shared" in steps[2] and steps[2].endswith(obj.name)
+    # a link-only flag reaches the link (it was dropped at first: -lcuda programs failed "to compile")
+    cuda.build(tmp_path / "good.cu", flags=["-lcuda"])
+    cuda.build(tmp_path / "good.cu", flags=["-cudart=shared"])
+    steps = (tmp_path / "nvcc.log").read_text().splitlines()
+    assert " -c " in f" {steps[3]} " and "-lcuda" in steps[4].split() and steps[5].endswith(obj.name)
+    assert "-cudart=shared" in steps[5].split() and len(steps) == 6  # the -cudart=shared build reused the object
 
 
 INSUFFICIENT = ("first_pool.cu:12: cudaMallocAsync(&p, n, s) failed: CUDA driver version is insufficient for CUDA "
@@ -271,7 +277,8 @@ def test_a_copy_of_the_course_elsewhere_builds_the_same_program_but_not_from_ano
     programs (build/cuda/bin); a changed header is another program."""
     import shutil
     src = program(tmp_path, "p", "int main() { return 0; }")
-    key = lambda: cuda._program(src, "nvcc", [*cuda.BASE_FLAGS, f"-I{cuda.INCLUDE}"], tmp_path / "bin")[1]  # noqa: E731
+    key = lambda: cuda._program(src, "nvcc", [*cuda.BASE_FLAGS, f"-I{cuda.INCLUDE}"], tmp_path / "bin",  # noqa: E731
+                                *cuda._texts(src))
     here = key()
     copy = tmp_path / "elsewhere" / "include"
     shutil.copytree(cuda.INCLUDE, copy)
@@ -337,6 +344,30 @@ def test_a_daemon_still_being_made_when_the_program_ends_is_killed_too(daemon):
         assert 1 <= len(done.killed) <= 2 and all("daemon.py race" in k for k in done.killed)
         assert not any(alive(left_pid(k)) for k in done.killed)
     assert not [pid for pid in filter(str.isdigit, os.listdir("/proc")) if str(daemon).encode() in cmdline(pid)]
+
+
+THREADED = """\
+import ctypes, os, sys, threading, time
+if os.fork() == 0:  # a daemon whose main thread ends while another of its threads runs on, holding stdout
+    os.setsid()
+    threading.Thread(target=time.sleep, args=(600,)).start()
+    ctypes.CDLL(None).pthread_exit(None)
+time.sleep(0.5)  # the daemon's main thread has ended: /proc shows it as a zombie
+print('{"started": true}', flush=True)
+"""
+
+
+def test_a_daemon_whose_main_thread_ended_is_killed_too(tmp_path):
+    """/proc shows such a process as a zombie, but its other threads run and hold the output: the launcher kills it
+    as it kills the living (before, it waited for a zombie nobody could reap, then returned with a raw TimeoutExpired
+    after its caller's timeout, the daemon left running)."""
+    path = tmp_path / "threaded.py"
+    path.write_text(THREADED)
+    t0 = time.perf_counter()
+    done = cuda.run(sys.executable, [path], timeout=20, name="threaded.py")
+    assert time.perf_counter() - t0 < 10 and done.stdout == '{"started": true}\n'
+    time.sleep(0.5)
+    assert not [pid for pid in filter(str.isdigit, os.listdir("/proc")) if str(path).encode() in cmdline(pid)]
 
 
 def test_the_last_resort_kills_whatever_holds_the_output(daemon):

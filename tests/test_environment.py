@@ -93,3 +93,6 @@ def test_the_install_advice_follows_the_machines_stack():
         == "cupy-cuda12x"  # the CuPy a machine has decides its stack, before its driver
     assert lesson.pip_name("jax") == "jax[cuda12]" and lesson.pip_name("cuda.core.experimental") == "cuda-core[cu12]"
     assert gpu.stacks.cupy_packages()[:2] == ("cupy-cuda13x", "cupy-cuda12x")
+    assert "(cupy-cuda12x)" in gpu._cupy_advice("12.4") and "(cupy-cuda13x)" in gpu._cupy_advice("13.0")
+    assert gpu._cupy_advice("11.8").startswith("this driver supports CUDA 11.8, older than every CUDA the course runs "
+                                               "on (12 and 13): update the driver")  # not: install cupy-cuda12x

@@ -293,7 +293,7 @@ def test_a_lab_edited_in_place_is_refused_before_anything_is_published(course, c
     nb = nbformat.read(str(lab), as_version=4)
     nb.metadata["streamalloc"] = {"cells_sha256": hashlib.sha256(json.dumps(nb.cells, sort_keys=True).encode()).hexdigest()}
     nbformat.write(nb, str(lab))
-    assert site.edited_labs(["labs/lab1.ipynb"], repo) == []  # as written
+    assert runner.edited_labs(["labs/lab1.ipynb"], repo) == []  # as written
     nb.cells[0].source += "\n# my answer"
     nbformat.write(nb, str(lab))
     with pytest.raises(site.SiteError, match=r"labs/lab1.ipynb is edited in place .*`git checkout -- labs/lab1.ipynb`"):

@@ -102,10 +102,10 @@ def version(root: Path = ROOT, now: datetime.datetime | None = None) -> str:
 
 
 def edited_labs(files: list[str], root: Path = ROOT) -> list[str]:
-    """The labs among `files` edited in place, as the runner decides (runner.edited_lab)."""
-    from streamalloc.runner import edited_lab
+    """The labs among `files` edited in place, as the runner decides (runner.edited_labs)."""
+    from streamalloc.runner import edited_labs as edited
 
-    return [f for f in files if f.startswith("labs/") and f.endswith(".ipynb") and edited_lab(root / f)]
+    return edited(files, root)
 
 
 def build(out_dir: Path, root: Path = ROOT, allow_edits: bool = False) -> Path:
