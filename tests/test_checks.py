@@ -195,3 +195,15 @@ def test_where_the_reading_points_at_something_nothing_is_said_to_have_passed():
     assert "Passed what could be checked" not in out and "\nNot verified without a GPU: the results.\nMeanwhile the " \
         "reading of your code says: cudaFreeAsync is not called: free buf in stream order (and 1 more, above); the " \
         "reading explains, and only a run decides." in out
+
+
+def test_a_driver_twin_taken_through_a_pointer_is_not_said_to_be_missing():
+    """CU_CALL(cuGraphLaunch, ...) or a pointer from cudaGetDriverEntryPoint("cuGraphLaunch"): the reading cannot follow
+    the call, so it cannot tell (the run decides), where it used to say "cudaGraphLaunch is not called"; a file that
+    names neither is still told so."""
+    report = checks.Report("t")
+    report.require_calls('CU_CALL(cuGraphLaunch, (CUgraphExec)exec, (CUstream)s);', {"cudaGraphLaunch": "launch it"})
+    assert [(f.mark, f.text.split(":")[0]) for f in report.items] == [(checks.CANNOT_TELL, "cudaGraphLaunch")]
+    report = checks.Report("t")
+    report.require_calls("launch(exec, s);", {"cudaGraphLaunch": "launch it"})
+    assert [(f.mark, f.text) for f in report.items] == [(checks.WRONG, "cudaGraphLaunch is not called: launch it")]

@@ -11,7 +11,7 @@ import importlib
 import json
 
 import pytest
-from labcheck import LIVE, Lab, Protocol, all_passed, regions, verdict_of
+from labcheck import LIVE, Lab, Protocol, all_passed, in_the_driver_api, regions, verdict_of
 
 LAB = Lab("lab4_capture_graph", "graph.cu")
 
@@ -528,8 +528,22 @@ NEVER_CALLED = ("cudaGraphInstantiate or cudaGraphInstantiateWithFlags or cudaGr
                 "cudaGraphLaunch is not called", "cudaDeviceGraphMemTrim is not called")
 
 
+# right answers in the driver API, its functions taken through cudaGetDriverEntryPoint as notebook 05 takes them
+# (regions: 0 the capture and instantiation, 1 the launch, 2 the destroy and the wait, 3 the trim)
+DRIVER_RIGHT = {
+    "launched and trimmed through the driver": in_the_driver_api({
+        1: "CU_CALL(cuGraphLaunch, (CUgraphExec)exec, (CUstream)s);", 3: "CU_CALL(cuDeviceGraphMemTrim, (CUdevice)dev);"}),
+    "instantiated with cuGraphInstantiateWithFlags": in_the_driver_api({0: CAPTURED.replace(
+        "CHECK(cudaGraphInstantiate(&exec, graph, 0));", "CU_CALL(cuGraphInstantiateWithFlags, (CUgraphExec *)&exec, "
+        "(CUgraph)graph, 0);")}),
+    "the executable graph destroyed and the context synchronized through the driver": in_the_driver_api({
+        2: "CU_CALL(cuGraphExecDestroy, (CUgraphExec)exec);\nCHECK(cudaGraphDestroy(graph));\nCU_CALL(cuCtxSynchronize);"}),
+}
+
+
 class TestProtocol(Protocol):
     lab = LAB
+    driver = DRIVER_RIGHT
     right = {name: answer(name, bodies) for name, bodies in RIGHT_ANSWERS.items()}
     wrong = {name: (answer(name, bodies), words) for name, (bodies, words) in WRONG_ANSWERS.items()}
     solution_says = ("while the executable graph exists, the graph allocator reserves",
