@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import compare, plots, replay, together
 from ..errors import RecordingError
 from ..measure import HOST_RESOLUTION_US, med, mib
+from ..traces import LIBRARIES as TRACE_ORIGINS
 from ..traces import Trace
 
 def made(lesson, runs: dict, make: bool = False, timeout: float = 120) -> dict:
@@ -43,10 +44,22 @@ def size(n: int) -> str:
 
 # -- the replays' records --------------------------------------------------------------------------------------
 ROUNDS = 9  # the replayers time each setting in this many rounds (replay_alloc.py's ROUNDS; replay_trace.cu's argument)
-# replay_alloc.py's libraries and the modules each needs (RMM replays through CuPy's arrays, and says where RMM is
-# missing); PyTorch's two backends are two processes whose rounds take turns (--pair), so that they pair round by round
-REQUIRES = {"cupy": ("cupy",), "torch": ("torch",), "torch-async": ("torch",), "rmm": ("cupy",)}
-PAIRED = ("torch", "torch-async")
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayer:
+    """One of replay_alloc.py's libraries (the program's own branch for it is in replay_alloc.py)."""
+
+    library: str  # whose allocators it replays, as the tables name the library
+    requires: tuple  # the modules it needs (RMM replays through CuPy's arrays, and says where RMM is missing)
+    paired: bool = False  # one of PyTorch's two backends: two processes whose rounds take turns (--pair)
+
+
+# replay_alloc.py's libraries, one row each: the tables below are read from it
+REPLAYERS = {"cupy": Replayer("CuPy", ("cupy",)), "torch": Replayer("PyTorch", ("torch",), paired=True),
+             "torch-async": Replayer("PyTorch", ("torch",), paired=True), "rmm": Replayer("RMM", ("cupy",))}
+REQUIRES = {name: r.requires for name, r in REPLAYERS.items()}
+PAIRED = tuple(name for name, r in REPLAYERS.items() if r.paired)
 BUSY_US = 50  # µs of GPU work per block for the busy-GPU replay: tens of µs, as a small layer's kernels take
 
 
@@ -72,7 +85,7 @@ def step_us(r: dict) -> float | None:
 # timed in the same process (replay_alloc.py's "process") and in the same round: a Python loop's time differs
 # between processes, and a machine drifts. replay_trace.cu's floor (which has no "process") is CUDA_FLOOR.
 CUDA_FLOOR = "one buffer (no allocator)"
-LIBRARIES = {None: "CUDA (C++)", "cupy": "CuPy", "torch": "PyTorch", "torch-async": "PyTorch", "rmm": "RMM"}
+LIBRARIES = {None: "CUDA (C++)", **{name: r.library for name, r in REPLAYERS.items()}}
 
 
 def library(r: dict) -> str:
@@ -357,9 +370,11 @@ def hook_log(result, folder) -> Path:
     return path
 
 
-# The libraries that time a trace recorded by each library (its "# library:" comment): the others replay it for its
-# footprint only, a time being compared within one library and a footprint across them
-TIMED_BY = {"torch": PAIRED, "cupy": ("cupy",), "rmm": ("rmm",)}
+# The replayers that time a trace recorded by each library (its "# library:" comment, traces.LIBRARIES): that
+# library's own; the others replay it for its footprint only, a time being compared within one library and a
+# footprint across them
+TIMED_BY = {origin: tuple(name for name, r in REPLAYERS.items() if r.library == shown)
+            for origin, shown in TRACE_ORIGINS.items()}
 
 
 def your_runs(file: Path, library: str, available=None) -> dict:
