@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 
 from . import calls, cppsource, ordering, sanitizer, verdict
 from .course import REPO, written_files
@@ -168,14 +167,13 @@ class Report:
         of alternatives, to why it is needed (one message per reason)."""
         needed = names if isinstance(names, dict) else {n: why for n in names}
         found, missing = [], {}
-        text = cppsource.strip_comments(code)
         for alternatives, reason in needed.items():
             alternatives = (alternatives,) if isinstance(alternatives, str) else tuple(alternatives)
             written = [m for n in alternatives for m in (n, *ordering.driver_twins(n))]  # cuMemFreeAsync is cudaFreeAsync
             hit = next((m for m in written if cppsource.calls(code, m)), None)
             # a driver twin named but not called as name(...): taken through a pointer (cudaGetDriverEntryPoint) or
             # a macro's argument; the reading cannot follow it, and must not say it is not called
-            named = next((m for m in written if m not in alternatives and re.search(rf"\b{m}\b", text)), None)
+            named = next((m for m in written if m not in alternatives and cppsource.names(code, m)), None)
             if hit:
                 found.append(hit)
             elif named:

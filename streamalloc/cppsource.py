@@ -25,6 +25,12 @@ def strip_comments(src: str) -> str:
     return re.sub(r"//[^\n]*", "", src)
 
 
+def names(src: str, name: str) -> bool:
+    """Whether the code (comments aside) writes `name` as a whole word: called, taken through a pointer, a macro's
+    argument or a string (cudaGetDriverEntryPoint("cuMemAllocAsync", ...))."""
+    return re.search(rf"\b{re.escape(name)}\b", strip_comments(src)) is not None
+
+
 def normalized(src: str) -> str:
     """The code with comments removed and all whitespace runs made one space: equal for equal programs."""
     return " ".join(strip_comments(src).split())

@@ -526,11 +526,11 @@ def _kill_holders(proc: subprocess.Popen) -> None:
 
 
 def _written_pipes(pid: str) -> set:
-    """The pipes ("pipe:[inode]") a process holds open for writing (O_WRONLY or O_RDWR)."""
+    """The pipes ("pipe:[inode]") a process holds open for writing (O_WRONLY or O_RDWR), read through its threads:
+    /proc/<pid>/fd is empty where its main thread has ended and others run on."""
     found = set()
     with contextlib.suppress(OSError):
-        tasks = [f"/proc/{pid}"] + [f"/proc/{pid}/task/{t}" for t in os.listdir(f"/proc/{pid}/task")]
-        for where in tasks:
+        for where in (f"/proc/{pid}/task/{t}" for t in os.listdir(f"/proc/{pid}/task")):
             with contextlib.suppress(OSError):
                 for fd in os.listdir(f"{where}/fd"):
                     with contextlib.suppress(OSError, ValueError, IndexError):

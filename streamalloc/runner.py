@@ -193,6 +193,14 @@ def edited_labs(paths, root: Path = REPO) -> list[str]:
     return [p for p in paths if p.startswith("labs/") and p.endswith(".ipynb") and edited_lab(root / p)]
 
 
+def edited_said(edited: list[str]) -> str:
+    """What make dist and make site say of labs edited in place, before their own remedy."""
+    one = len(edited) == 1
+    return (f"{', '.join(edited)} {'is' if one else 'are'} edited in place (solved, or begun). Put back the "
+            f"lab{'' if one else 's'} as given (`git stash`, or `git checkout -- {' '.join(edited)}` after keeping your "
+            "work elsewhere)")
+
+
 def timeout_problem(path: Path, limit: float) -> str:
     """A timeout in words: which cell (numbered as in the source notebook) ran past which limit."""
     return (f"timed out: {running_cell(path)} ran longer than the {limit:g} s limit for one cell and was stopped "

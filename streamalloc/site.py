@@ -240,12 +240,8 @@ def refuse_edited(wanted: list[str], repo: Path = REPO) -> None:
     """SiteError where a lab to publish is edited in place: the copy shows labs unsolved, as learners get them."""
     edited = runner.edited_labs(wanted, repo)
     if edited:
-        one = len(edited) == 1
-        raise SiteError(f"{', '.join(edited)} {'is' if one else 'are'} edited in place (an answer, not the lab as "
-                        f"given): the read-ahead copy shows labs unsolved, as learners get them. Put back the "
-                        f"lab{'' if one else 's'} as given (`git stash`, or `git checkout -- {' '.join(edited)}` after "
-                        f"keeping your work elsewhere) and run make site again, or publish only the lessons "
-                        "(python -m streamalloc.site notebooks/...).")
+        raise SiteError(f"{runner.edited_said(edited)} and run make site again, or publish only the lessons (python -m "
+                        "streamalloc.site notebooks/...): the read-ahead copy shows labs unsolved, as learners get them.")
 
 
 def build(executed: Path = EXECUTED, out: Path = OUT, repo: Path = REPO, only=()) -> Path:

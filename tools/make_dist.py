@@ -101,26 +101,18 @@ def version(root: Path = ROOT, now: datetime.datetime | None = None) -> str:
     return f"{built}, commit {commit.stdout.strip()}" + (" with changes not committed" if dirty else "")
 
 
-def edited_labs(files: list[str], root: Path = ROOT) -> list[str]:
-    """The labs among `files` edited in place, as the runner decides (runner.edited_labs)."""
-    from streamalloc.runner import edited_labs as edited
-
-    return edited(files, root)
-
-
 def build(out_dir: Path, root: Path = ROOT, allow_edits: bool = False) -> Path:
     files = course_files(root)
     missing = [n for n in NEEDED if n not in files and not any(f.startswith(n + "/") for f in files)]
     if missing:
         raise SystemExit(f"make_dist: the course is incomplete, missing: {', '.join(missing)}")
+    from streamalloc.runner import edited_labs, edited_said
+
     edited = edited_labs(files, root)
     if edited and not allow_edits:
-        raise SystemExit(f"make_dist: {', '.join(edited)} {'is' if len(edited) == 1 else 'are'} edited in place (solved, "
-                         "or begun), and the archive would hand that to every learner; nothing was written. Restore "
-                         f"the lab{'s' if len(edited) > 1 else ''} as given (`git stash`, or `git checkout -- "
-                         f"{' '.join(edited)}` after keeping your work elsewhere), or pass --allow-edits (make dist "
-                         f"DIST_ARGS=--allow-edits) to pack {'it' if len(edited) == 1 else 'them'} as "
-                         f"{'it is' if len(edited) == 1 else 'they are'}.")
+        raise SystemExit(f"make_dist: {edited_said(edited)}, or pass --allow-edits (make dist DIST_ARGS=--allow-edits) "
+                         f"to pack {'it' if len(edited) == 1 else 'them'} as {'it is' if len(edited) == 1 else 'they are'}"
+                         ": the archive would hand that to every learner; nothing was written.")
     if edited:
         print(f"make_dist: WARNING: packing {len(edited)} lab{'s' if len(edited) > 1 else ''} edited in place, as "
               f"--allow-edits asks: {', '.join(edited)}", file=sys.stderr)

@@ -1,7 +1,6 @@
 """What the labs' checks share."""
 from __future__ import annotations
 
-import re
 
 from .. import checks, compare, cppsource, measure, ordering
 from ..measure import MiB
@@ -136,7 +135,7 @@ def never_named(report, src: str, needed: dict) -> bool:
     missing = {}
     for names, why in needed.items():
         names = (names,) if isinstance(names, str) else names
-        if not any(re.search(rf"\b{n}\b", text) for name in names for n in (name, *ordering.driver_twins(name))):
+        if not any(cppsource.names(text, n) for name in names for n in (name, *ordering.driver_twins(name))):
             missing.setdefault(why, []).append(" or ".join(names))
     for why, group in missing.items():
         report.wrong(f"{checks.english(group)} {'is' if len(group) == 1 else 'are'} not called (the file never "
