@@ -1,7 +1,6 @@
 """What the labs' checks share."""
 from __future__ import annotations
 
-
 from .. import checks, compare, cppsource, measure, ordering
 from ..measure import MiB
 
