@@ -69,10 +69,13 @@ def command(pid: int) -> str:
     command line, is gone before it becomes a zombie): it was not left running."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            text = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            argv = f.read().decode(errors="replace").split("\0")
     except OSError:
         return ""
-    return f"pid {pid}: {text[:120]}" if text else ""
+    # a long path is named by its file (the program and its arguments are what a reader recognizes; a deep folder
+    # would push them past the cut), and the whole is cut at 160 characters
+    text = " ".join(os.path.basename(arg) if "/" in arg and len(arg) > 40 else arg for arg in argv if arg)
+    return f"pid {pid}: {text[:160]}" if text else ""
 
 
 def _reap() -> None:

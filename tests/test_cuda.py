@@ -1,12 +1,13 @@
 """Building and running programs, and every way that can go wrong, with host-only programs nvcc builds here."""
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from streamalloc import cuda, gpu
+from streamalloc import cuda, gpu, launcher
 from streamalloc.errors import BuildFailed, CompileError, NvccNotFound, ProgramFailed, ProgramTimedOut
 
 needs_nvcc = pytest.mark.skipif(gpu.nvcc_path() is None, reason="nvcc is not installed")
@@ -331,6 +332,27 @@ def test_a_setsid_child_holding_stdout_is_killed_and_named_when_the_program_ends
     assert time.perf_counter() - t0 < 5  # it returned when the program ended, not when the daemon would have
     assert done.stdout == '{"started": true}\n' and len(done.killed) == 1 and "daemon.py exit" in done.killed[0]
     assert not alive(left_pid(done.killed[0]))
+
+
+def test_a_process_left_running_is_named_by_its_program_and_arguments_however_deep_its_folder(tmp_path):
+    """CI's checkout and pytest's folders made the command line longer than the cut, which then fell inside the
+    arguments ("daemon.py exi"): a long path is named by its file, so the program and its arguments stay whole."""
+    deep = tmp_path.joinpath(*["a-folder-with-a-long-name"] * 8)
+    deep.mkdir(parents=True)
+    script = deep / "daemon.py"
+    script.write_text("import time; time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, str(script), "exit", "--flag"])
+    try:
+        for _ in range(100):  # until the child has exec'd (its command line is the script's)
+            if b"daemon.py" in cmdline(str(proc.pid)):
+                break
+            time.sleep(0.02)
+        name = launcher.command(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert name.startswith(f"pid {proc.pid}: ") and name.endswith(" daemon.py exit --flag"), name
+    assert launcher.command(proc.pid) == ""  # an ended process is not named
 
 
 def test_a_daemon_still_being_made_when_the_program_ends_is_killed_too(daemon):
