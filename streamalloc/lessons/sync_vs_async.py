@@ -124,7 +124,10 @@ def seed_verdicts(wait: Waits, cost: HostCost) -> Markdown:
                      "narrow.")
     else:
         lines.append(f"- `cudaFree` of a {nbytes(size)} buffer from `cudaMalloc` returned while the kernel ran in "
-                     f"{f['returned_early']}/{f['n']} repeats ({f['host_us']:.1f} µs, median).")
+                     f"{f['returned_early']}/{f['n']} repeats ({f['host_us']:.1f} µs, median), and a kernel issued "
+                     f"after it on another stream did not start before the long kernel ended in "
+                     f"{f['n'] - f['overlapped']}/{f['n']}: the device serialized where the host did not wait, the "
+                     "other sense of §15.1's \"causes GPU to synchronize\".")
     lines.append(f"- `cudaFreeAsync` returned after {fa['host_us']:.1f} µs with the kernel still running "
                  f"({fa['returned_early']}/{fa['n']}): the free waits in the stream, not on the host.")
     if fo["returned_early"] == fo["n"]:
