@@ -120,8 +120,10 @@ class StandIn:
     """
 
     def __init__(self, build, outputs=None, *, live: bool = False, name: str = "stand-in", label: str = LABEL,
-                 files=None, calls=None, sanitizer_output: str | None = CLEAN, compiled=Path("canned")):
+                 files=None, calls=None, sanitizer_output: str | None = CLEAN, compiled=Path("canned"),
+                 shared: int | None = None):
         self.build, self.outputs, self.live, self.name, self.label = Path(build), outputs, live, name, label
+        self.shared = shared  # how many other processes compute on "its GPU" (Lesson.shared_with)
         self.calls, self.sanitizer_output, self.compiled = calls, sanitizer_output, compiled
         self.machine = sa.gpu.Machine(gpu="TEST GPU", memory_free=80 << 30, memory_total=80 << 30)
         self.asked, self.figures = [], {}
@@ -130,6 +132,9 @@ class StandIn:
 
     def source(self, file) -> Path:
         return self.build / file
+
+    def shared_with(self) -> int | None:
+        return self.shared
 
     def compile(self, file, flags=()):
         if isinstance(self.compiled, Exception):

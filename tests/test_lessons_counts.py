@@ -4,6 +4,7 @@ import json
 from types import SimpleNamespace
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -32,3 +33,38 @@ def test_steady_says_how_many_iterations_each_run_had():
     assert ss.iters == 100
     marks, _ = ss.tables()
     assert "medians of 3 runs of 100 iterations" in marks.title
+
+
+def run_wait_checks(free_returned_early: bool, free_other_start_us: float):
+    """01's cell that checks section 2, on canned lines: the control and the asynchronous calls as the guide has
+    them, cudaFree as given."""
+    from pathlib import Path
+
+    import nbformat
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "01_sync_vs_async.ipynb"
+    cell = next(c.source for c in nbformat.read(str(notebook), as_version=4).cells
+                if c.cell_type == "code" and c.source.startswith("for size in WAIT_SIZES:"))
+    lines = []
+    for rep in range(3):
+        for c in story.Waits.CALLS:
+            early = free_returned_early if c == "cudaFree" else c not in ("cudaMalloc",)
+            other = free_other_start_us if c == "cudaFree" else (-9000.0 if early else 50.0)
+            lines.append({"call": c, "size": 4 << 20, "rep": rep, "host_us": 2.0 if early else 10000.0,
+                          "kernel_us": 10000.0, "running_after": early, "other_start_us": other})
+    res = result(lines)
+    wait = story.Waits(res, 10)
+    exec(cell, {"WAIT_SIZES": [4 << 20], "wait": wait, "res_wait": res})
+    return wait
+
+
+def test_cudafree_is_held_to_synchronizing_in_either_sense_the_guide_allows():
+    """§15.1: cudaFree "causes GPU to synchronize across all executing CUDA streams", which does not say the host
+    thread blocks: a cudaFree that returned at once while the next kernel on another stream waited passes (and the
+    prose says the device serialized); one after which that kernel ran beside the long one fails."""
+    run_wait_checks(False, 50.0)  # the host waited (what the recorded drivers did)
+    wait = run_wait_checks(True, 50.0)  # the host went on, the device serialized
+    text = story.seed_verdicts(wait, lambda call, size: 30.0).data
+    assert "the device serialized where the host did not wait" in text, text
+    with pytest.raises(AssertionError, match=r"did not synchronize in either sense \(Guide §15.1\)"):
+        run_wait_checks(True, -9000.0)

@@ -248,3 +248,34 @@ def test_sync_free_text_and_an_early_exporter_free():
     assert exp["free_called_ns"] < imp["freed_at_ns"]  # the notebook's order assert would reject this run
     assert X.handle_types_text(9).startswith("this GPU and driver offer cudaMemHandleTypePosixFileDescriptor, "
                                              "cudaMemHandleTypeFabric")
+
+
+def run_cap_cell(**cap):
+    """The cell that checks the isolation and the capped pool, on canned lines (the cap's fields as given)."""
+    import types
+
+    import nbformat
+
+    cell = next(c.source for c in nbformat.read(str(NOTEBOOK), as_version=4).cells
+                if c.cell_type == "code" and 'cap = recs.one(step="max_size")' in c.source)
+    lines = [dict(step="isolation", bytes=BLOCK, a_reserved_after_free=BLOCK, a_reserved=BLOCK, b_reserved=BLOCK,
+                  a_again_same_address=True, b_same_address=False),
+             dict(dict(step="max_size", supported=True, max_size=160 * MiB, bytes=BLOCK, reserved=2 * BLOCK,
+                       results=["cudaSuccess", "cudaSuccess", "cudaErrorMemoryAllocation"],
+                       max_pool_size_query="not available in this runtime"), **cap)]
+    exec(cell, {"recs": Records(lines), "pools": types.SimpleNamespace(label="canned"), "X": X, "BLOCK": BLOCK,
+                "display": lambda *a: None})
+
+
+def test_the_cap_is_held_to_its_aligned_maximum_not_to_the_size_asked_for():
+    """cudaMemPoolAttrMaxPoolSize "may be higher than what was initially passed ... due to alignment requirements":
+    a third block that fits under the maximum the pool reads back may succeed; one past it, or past maxSize with no
+    read-back (the overshoot is half a block), must fail; the pool must stay under its maximum."""
+    run_cap_cell()
+    run_cap_cell(results=["cudaSuccess"] * 3, reserved=3 * BLOCK, max_pool_size_query="cudaSuccess",
+                 max_pool_size_attr=3 * BLOCK)
+    for wrong in (dict(results=["cudaSuccess"] * 3, reserved=3 * BLOCK),
+                  dict(results=["cudaSuccess"] * 3, max_pool_size_query="cudaSuccess", max_pool_size_attr=160 * MiB),
+                  dict(reserved=3 * BLOCK)):
+        with pytest.raises(AssertionError):
+            run_cap_cell(**wrong)

@@ -115,11 +115,13 @@ def highwater(args, reset_refused=False):
 CANNED = {"highwater": highwater, "sharing": sharing, "remap": remap, "upload": upload, "access": access, "compare": compare}
 
 
-def run_cells(program, notebook=NOTEBOOK, canned=None, **bad):
+def run_cells(program, notebook=NOTEBOOK, canned=None, shared=None, **bad):
     """The sizes cell and the cells reading `program`, on a stand-in whose runs print `canned`'s lines (CANNED's by
-    default; `bad`: a program's wrong results, by its name). 06b's tests run its notebook through this too."""
+    default; `bad`: a program's wrong results, by its name; `shared`: other processes computing on its GPU). 06b's
+    tests run its notebook through this too."""
     canned = CANNED if canned is None else canned
-    lesson = StandIn(ROOT / "build", lambda file, args: canned[Path(file).stem](args, **bad.get(Path(file).stem, {})))
+    lesson = StandIn(ROOT / "build", lambda file, args: canned[Path(file).stem](args, **bad.get(Path(file).stem, {})),
+                     shared=shared)
     sizes = next(src for src in code_cells(notebook) if "BLOCK =" in src and not src.startswith("%%writefile"))
     return run_notebook_cells(notebook.stem, lesson, [sizes, *cells_reading(program + ".cu", notebook)])
 
@@ -212,3 +214,32 @@ def test_sharing_without_sharing_needs_no_remap(capsys):
 def test_a_wrong_result_fails_its_check(program, bad, message):
     with pytest.raises(AssertionError, match=message):
         run_cells(program, **{program: bad})
+
+
+def restriction_cases(**answers):
+    """restrictions.cu's cases as its lines give them, each refused as this driver refused it, but for `answers`."""
+    errors = {"a second instantiation while the first exists": "cudaErrorInvalidValue",
+              "instantiate again after destroying the first": "cudaSuccess", "clone the graph": "cudaErrorNotSupported",
+              "use it as a child graph": "cudaErrorNotSupported",
+              "free it in another graph, when its own graph frees it": "cudaErrorInvalidValue",
+              "delete a node": "cudaErrorNotSupported", "free the allocation a second time in its graph":
+              "cudaErrorInvalidValue", "a free node for memory from cudaMalloc": "cudaErrorInvalidValue",
+              "a child graph moved into its parent": "cudaSuccess", **answers}
+    return {c: {"case": c, "call": "", "error": e, "gpu_still_works": True} for c, e in errors.items()}
+
+
+def run_restrictions(capsys, **answers):
+    cell = next(src for src in code_cells() if src.startswith("# an error promised in so many words"))
+    exec(cell, {"cases": restriction_cases(**answers), "sup": {"driver": 13000}})
+    return capsys.readouterr().out
+
+
+def test_a_restriction_with_no_error_promised_is_reported_whatever_the_driver_answers(capsys):
+    """cudaGraphClone ("Cloning is not supported") and a free node in another graph ("cannot be freed outside the
+    owning graph") promise no error: a driver that accepts the call is reported, not failed; the restrictions that
+    promise an error ("will return an error") still fail when the call succeeds."""
+    out = run_restrictions(capsys, **{"clone the graph": "cudaSuccess",
+                                      "free it in another graph, when its own graph frees it": "cudaSuccess"})
+    assert "with no error promised (this driver's answer, reported): clone the graph: cudaSuccess" in out, out
+    with pytest.raises(AssertionError, match="use it as a child graph: the Runtime API says this is refused"):
+        run_restrictions(capsys, **{"use it as a child graph": "cudaSuccess"})

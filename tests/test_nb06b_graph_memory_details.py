@@ -49,14 +49,14 @@ def upload_undo(args, trim_keeps=False):
             for r in range(repeats) for w in gpu]
 
 
-def trim_give(args, stays_taken=False, driver_releases=False):
+def trim_give(args, stays_taken=False, driver_releases=False, trim_keeps=False):
     block, count = (int(a) for a in args)
     held, total = count * block, 80 << 30
     rows = [("start", "cudaSuccess", 0, 70 << 30, 0), ("graph launched and destroyed", "cudaSuccess", 0, (70 << 30) - held, held),
             ("cudaMalloc of all but HELD / 2", "cudaSuccess", (70 << 30) - held - held // 2, held // 2, held),
             ("cudaMalloc(HELD) before the trim", "cudaSuccess", held, held // 2, 0) if driver_releases else
             ("cudaMalloc(HELD) before the trim", "cudaErrorMemoryAllocation", held, held // 2, held),
-            ("cudaDeviceGraphMemTrim", "cudaSuccess", 0, held // 2 + held, 0),
+            ("cudaDeviceGraphMemTrim", "cudaSuccess", 0, held // 2 + held, held if trim_keeps else 0),
             ("cudaMalloc(HELD) after the trim", "cudaErrorMemoryAllocation" if stays_taken else "cudaSuccess", held,
              held // 2 + held, 0), ("end", "cudaSuccess", 0, 70 << 30, 0)]
     return [{"what": "step", "step": s, "error": e, "asked": a, "free": f, "total": total, "graph_reserved": g}
@@ -102,8 +102,8 @@ CANNED = {"graph_free": graph_free, "oob_free": oob_free, "upload_undo": upload_
           "va_share": va_share, "child_move": child_move, "exec_update": exec_update}
 
 
-def run_cells(program, **bad):
-    return run_06_cells(program, NOTEBOOK, CANNED, **bad)
+def run_cells(program, shared=None, **bad):
+    return run_06_cells(program, NOTEBOOK, CANNED, shared, **bad)
 
 
 SAYS = {
@@ -144,6 +144,16 @@ def test_the_cells_read_canned_output(program, capsys):
 def test_a_wrong_result_fails_its_check(program, bad, message):
     with pytest.raises(AssertionError, match=message):
         run_cells(program, **{program: bad})
+
+
+def test_on_a_shared_gpu_memory_another_process_took_is_not_verified_not_failed(capsys):
+    """§16.6 hands trimmed memory to "other applications or processes" too: on a GPU others compute on, a cudaMalloc
+    that could not have it is "not verified", never a failed lesson; alone on the GPU it fails (above)."""
+    run_cells("trim_give", shared=3, trim_give={"stays_taken": True})
+    out = capsys.readouterr().out
+    assert "not verified: this GPU is shared with 3 other process(es)" in out and "checked:" not in out, out
+    with pytest.raises(AssertionError, match="the trim kept memory of a destroyed graph"):  # what no neighbour explains
+        run_cells("trim_give", shared=3, trim_give={"stays_taken": True, "trim_keeps": True})
 
 
 def test_a_driver_that_gives_idle_graph_memory_to_cudamalloc_itself_is_reported_so(capsys):

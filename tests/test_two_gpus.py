@@ -304,3 +304,28 @@ def test_the_link_sentence_for_gpus_that_are_not_peer_capable():
     assert text.startswith("0 of 2 ordered pairs are peer capable")
     assert "0 on 1's empty pool: set access cudaSuccess, next allocation cudaErrorInvalidDevice" in text
     assert "0 on 1's holding pool: set access cudaErrorInvalidDevice" in text
+
+
+def test_the_pairs_that_are_not_peer_capable_are_held_only_to_what_15_10_says_will_happen(capsys):
+    """§15.10: on an empty pool a set access that succeeds means the next allocation "will fail" (asserted); on a pool
+    already holding memory the set access only "may fail" (reported, whatever it answered)."""
+    import nbformat
+    from streamalloc.lessons import two_gpus as T
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "05b_two_gpus.ipynb"
+    cell = next(c.source for c in nbformat.read(str(notebook), as_version=4).cells
+                if c.cell_type == "code" and "len(tries) == 2 * len(links)" in c.source)
+    links = [{"device": d, "peer": p, "can_access_peer": 0, "performance_rank": 0, "native_atomic_supported": 0}
+             for d, p in ((0, 1), (1, 0))]
+
+    def run(empty_next, holding_set):
+        tries = [dict(device=d, peer=p, can_access_peer=0, pool=pool, access_after="none",
+                      set_access="cudaSuccess" if pool == "empty" else holding_set,
+                      next_allocation=empty_next if pool == "empty" else "cudaSuccess")
+                 for d, p in ((0, 1), (1, 0)) for pool in ("empty", "holding")]
+        exec(cell, {"two": True, "links": links, "tries": tries, "link": None, "found": {}, "T": T})
+
+    run("cudaErrorInvalidDevice", holding_set="cudaSuccess")  # the holding pool's "may": no failure
+    assert "holding pool: set access cudaSuccess" in capsys.readouterr().out
+    with pytest.raises(AssertionError):  # the empty pool's "will fail" did not
+        run("cudaSuccess", holding_set="cudaErrorInvalidDevice")
