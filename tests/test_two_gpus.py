@@ -329,3 +329,31 @@ def test_the_pairs_that_are_not_peer_capable_are_held_only_to_what_15_10_says_wi
     assert "holding pool: set access cudaSuccess" in capsys.readouterr().out
     with pytest.raises(AssertionError):  # the empty pool's "will fail" did not
         run("cudaSuccess", holding_set="cudaErrorInvalidDevice")
+
+
+def test_device_ones_reserve_across_device_zeros_synchronize_is_bounded_not_frozen():
+    """§15.8: used and reserved are statistics of the pool that holds the allocation; device 0's work leaves device
+    1's allocation (used) as it was, while its reserve, which a synchronization may trim above the threshold, is
+    only held to used <= reserved."""
+    import nbformat
+    from streamalloc.lessons import two_gpus as T
+    from streamalloc.measure import Records
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "05b_two_gpus.ipynb"
+    cell = next(c.source for c in nbformat.read(str(notebook), as_version=4).cells
+                if c.cell_type == "code" and "start, on1, on0 = (cd.one(step=s) for s in T.STEPS)" in c.source)
+    mb = 1 << 20
+
+    def run(on0_used1=64 * mb, on0_reserved1=80 * mb):
+        lines = [dict(step=T.STEPS[0], used0=0, reserved0=0, used1=0, reserved1=0),
+                 dict(step=T.STEPS[1], current_device=0, ptr_device=1, ptr_is_device_memory=True, used0=0,
+                      reserved0=0, used1=64 * mb, reserved1=96 * mb),
+                 dict(step=T.STEPS[2], ptr_device=0, used0=64 * mb, reserved0=64 * mb, used1=on0_used1,
+                      reserved1=on0_reserved1),
+                 dict(step="check", wrong=0, elements=1000, free_with_device0_current="cudaSuccess")]
+        exec(cell, {"two": True, "cd": Records(lines), "T": T, "BYTES": 64 * mb, "found": {}, "print": lambda *a: None})
+
+    run()  # device 1's pool trimmed from 96 to 80 MiB while device 0 synchronized: allowed
+    for wrong in (dict(on0_used1=0), dict(on0_reserved1=32 * mb)):  # its allocation gone; reserve below its use
+        with pytest.raises(AssertionError):
+            run(**wrong)

@@ -234,8 +234,8 @@ def kept_during_the_loop(report, stories, seen):
             why = " tuned_loop never set the default pool's threshold."
         report.wrong(f"threshold during the loop (record): at the synchronization of iteration {i} "
                      f"({len(low)} of {len(s['syncs'])}; {setting(s)}) the default pool's release threshold was "
-                     f"{size(v)}, less than the {size(bytes_)} an iteration allocates: the pool gives its memory "
-                     f"back there and maps it again at the next cudaMallocAsync.{why} Set it before the loop's first "
+                     f"{size(v)}, less than the {size(bytes_)} an iteration allocates: the pool will try to give its "
+                     f"memory back there, and the next cudaMallocAsync then has to grow it again.{why} Set it before the loop's first "
                      f"cudaMallocAsync (TODO 1; {CACHE}, Guide §15.12 Synchronization API Actions)")
         return
     values = sorted({v for s in stories for v in s["syncs"]})
@@ -404,8 +404,8 @@ def threshold_set_before_the_loop(report, code, loop, bytes_):
             report.cannot_tell(f"the threshold's value (`{value_arg}`)")
         elif value < bytes_:
             report.wrong(f"the release threshold set before the loop is {size(value)}, less than the {size(bytes_)} "
-                         "each iteration allocates: the pool keeps that much at a synchronization, gives the rest "
-                         "back, and has to grow again at the next cudaMallocAsync; set it to at least what one "
+                         "each iteration allocates: the pool keeps that much at a synchronization, tries to give "
+                         "the rest back, and then has to grow again at the next cudaMallocAsync; set it to at least what one "
                          f"iteration reserves (UINT64_MAX keeps everything) ({CACHE})")
 
 
@@ -415,8 +415,9 @@ def trim_after_the_loop(report, code, loop):
     if trims and not kept:
         return  # said: on another pool (wrong), or one the reading cannot tell (the reserved memory decides)
     report.placed(kept, loop, "after", {
-        "missing": "cudaMemPoolTrimTo is not called: after the loop the pool keeps what it reserved until the process "
-                   f"ends; trim it once, after the loop ({CACHE})",
+        "missing": "cudaMemPoolTrimTo is not called: after the loop the pool keeps what it reserved until something "
+                   "gives it back (never while the threshold stays high, at best at a later synchronization once it "
+                   f"is put back); trim it once, after the loop, to give it back now ({CACHE})",
         "after": "cudaMemPoolTrimTo is called after the loop",
         "inside": "cudaMemPoolTrimTo is called inside the loop: that gives the memory back in every iteration, as "
                   "threshold 0 does; call it once, after the loop",

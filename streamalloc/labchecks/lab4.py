@@ -35,8 +35,8 @@ NEEDED = {  # the calls the lab asks for, however the graph is built, and why
     ("cudaGraphLaunch",): "launch the executable graph in the timed loop (TODO 2)",
     ("cudaGraphExecDestroy",): "destroy the executable graph at the end (TODO 3)",
     ("cudaGraphDestroy",): "destroy the graph too, at the end (TODO 3)",
-    ("cudaDeviceGraphMemTrim",): "without it the graph allocator keeps its physical memory after the graph is "
-                                 "destroyed (Graph Memory Nodes, Physical Memory Footprint) (TODO 4)",
+    ("cudaDeviceGraphMemTrim",): "destroying a graph does not return its physical memory at once; the trim "
+                                 "releases it explicitly (Graph Memory Nodes, Physical Memory Footprint) (TODO 4)",
 }
 NODES = ("cudaGraphAddMemAllocNode", "cudaGraphAddMemFreeNode", "cudaGraphAddNode")  # built node by node
 SANITIZER_ARGS = [1 << 16, 3, 3]  # small and short: the sanitizer slows every access down
@@ -206,7 +206,8 @@ def graph_shape(report, g, rec, setting: str) -> str | None:
     unfreed = [a for a in allocs if not any(f.get("ptr") == a.get("ptr") for f in frees)]
     if unfreed:
         report.wrong(f"the graph (record, {setting}) allocates tmp but has no free node for it: each launch leaves "
-                     "its allocation unfreed, so the next launch fails, or, with "
+                     "its allocation unfreed, so the next launch fails (unless something outside the graph frees it "
+                     "first, §16.3.3), or, with "
                      "cudaGraphInstantiateFlagAutoFreeOnLaunch, frees it first, and the last launch's allocation "
                      "stays in use and keeps its memory after the trim; free tmp in the graph (a captured "
                      "cudaFreeAsync, or a free node), after the kernels that use it (TODO 1)")
@@ -323,7 +324,8 @@ def captured(report, code):
     where(("cudaFreeAsync",), "cudaFreeAsync",
           "cudaFreeAsync is inside the captured region: the graph gets a memory free node",
           "the free is not captured: cudaFreeAsync is not called between cudaStreamBeginCapture and "
-          "cudaStreamEndCapture, so each launch leaves its allocation unfreed: the next launch then fails, "
+          "cudaStreamEndCapture, so each launch leaves its allocation unfreed: the next launch then fails (unless "
+          "something outside the graph frees it first, §16.3.3), "
           "or, with cudaGraphInstantiateFlagAutoFreeOnLaunch, frees it first, but the last launch's "
           "allocation stays in use and keeps its memory reserved after the trim; capture the free with the "
           "rest (TODO 1)")

@@ -183,7 +183,7 @@ def explain(report, choice):
     kind, t, r, every = choice["allocator"], choice["threshold"], choice["reserve"], choice["trim_every"]
     if kind == "malloc":
         report.note("cudaMalloc/cudaFree: every allocation and every free is a call to the driver, and cudaFree "
-                    "waits for the device; threshold, reserve and trims do not apply")
+                    "synchronizes the GPU across its streams (Guide §15.1); threshold, reserve and trims do not apply")
         return
     # The reservation is allocated and freed before each round's first step, and the synchronization after it keeps
     # what the threshold allows: min(reserve, threshold) is held before any step, so no trim, which comes only after
@@ -200,8 +200,8 @@ def explain(report, choice):
                     f"{size(r)} reserved up front goes back at once, at the synchronization after the reservation "
                     f"({CACHE})")
     if 0 < every <= STEPS and choice["trim_to"] > BUDGET:
-        report.note(f"trim_to is {size(choice['trim_to'])}, more than the budget of {size(BUDGET)}: a trim keeps up "
-                    "to that much")
+        report.note(f"trim_to is {size(choice['trim_to'])}, more than the budget of {size(BUDGET)}: a trim keeps at "
+                    "least that much (its minBytesToKeep)")
 
 
 def course_replayer(report, lesson) -> bool:

@@ -163,8 +163,8 @@ def sync_prose(by_t, g, nbytes, half, seed_threshold, gpu) -> str:
     gave = [t for t, r in by_t.items() if r["reserved_other"] != r["reserved_free"]]
     other = (f"changed nothing at any threshold (reserved stayed {mib(zero['reserved_other']):g} MiB at threshold 0)"
              if not gave else f"gave memory back at {len(gave)} of {len(by_t)} thresholds (which the guide allows)")
-    return (f"**As measured on the {plots.md(gpu)}.** At the freeing stream's synchronization, the pool gave unused memory "
-            f"back until it reserved no more than the threshold; memory in use stayed. The {mib(nbytes):g} MiB "
+    return (f"**As measured on the {plots.md(gpu)}.** By the freeing stream's synchronization, the pool had given unused "
+            f"memory back until it reserved no more than the threshold; memory in use stayed. The {mib(nbytes):g} MiB "
             f"allocation held {mib(zero['reserved_alloc']):g} MiB. After `cudaStreamSynchronize` of the freeing "
             f"stream the pool kept {mib(zero['reserved_sync']):g} MiB at threshold 0, {mib(mid['reserved_sync']):g} MiB "
             f"at threshold {mib(half):g} MiB, {mib(seed['reserved_sync']):g} MiB at seed 003's "
