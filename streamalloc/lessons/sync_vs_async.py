@@ -166,7 +166,7 @@ def seed_verdicts(wait: Waits, cost: HostCost) -> Markdown:
                      "neither made the host wait nor kept another stream from running. The guide says more than "
                      "this GPU did: Guide §15.1 *Introduction* says that `cudaMalloc` and `cudaFree` make the GPU "
                      "synchronize, and the *Implicit Synchronization* section lists \"a device memory allocation\"; "
-                     "here only `cudaFree` of `cudaMalloc` memory waited. The guide states what a program must be "
+                     "here only `cudaFree` of `cudaMalloc` memory synchronized. The guide states what a program must be "
                      "ready for, not what every driver does: portable code still treats `cudaMalloc` as a possible "
                      "synchronization.")
     lines.append(f"Seed 001's claim that `cudaMalloc` \"blocks the host thread until the requested memory has been "
@@ -588,7 +588,9 @@ def summary(cost: HostCost, wait: Waits, seed: SeedRuns, ss: Steady, budget: Bud
          f"{statistics.median(r['pair alone, GPU µs'] for r in budget.rows):.2f} µs; adds "
          f"{statistics.median(r['gap, GPU µs'] for r in budget.rows):.2f} µs to an iteration", "4"),
         (f"cudaFree of cudaMalloc memory, host time during a {f['kernel_us'] / 1000:.0f} ms kernel ({nbytes(size)})",
-         f"{f['host_us'] / 1000:.2f} ms (waited for the kernel: {f['n'] - f['returned_early']}/{f['n']})", "2"),
+         (f"{f['host_us'] / 1000:.2f} ms" if f["host_us"] >= 100 else f"{f['host_us']:.1f} µs")
+         + f" (waited for the kernel: {f['n'] - f['returned_early']}/{f['n']}; the next kernel on another stream "
+         f"waited for it: {f['n'] - f['overlapped']}/{f['n']})", "2"),
         ("cudaFree of cudaMallocAsync memory, host time during the kernel",
          f"{fo['host_us']:.2f} µs (waited for the kernel: {fo['n'] - fo['returned_early']}/{fo['n']})", "2"),
         ("cudaFreeAsync host time during the kernel", f"{fa['host_us']:.2f} µs", "2"),
@@ -609,7 +611,10 @@ def free_takeaway(wait: Waits) -> Markdown:
         if s["returned_early"] == 0:
             return f"waited for the kernel in every repeat ({s['host_us'] / 1000:.1f} ms)"
         if s["returned_early"] == s["n"]:
-            return f"returned while the kernel still ran, in every repeat ({s['host_us']:.1f} µs)"
+            serialized = s["n"] - s["overlapped"]
+            return (f"returned while the kernel still ran, in every repeat ({s['host_us']:.1f} µs)"
+                    + (f", and the next kernel on another stream waited for it in {serialized} of {s['n']} (the "
+                       "device serialized)" if serialized else ""))
         return f"waited for the kernel in {s['n'] - s['returned_early']} of {s['n']} repeats"
 
     guide = ("as Guide §15.3 *API Fundamentals* says (no further synchronization: the program must make sure no "
