@@ -184,6 +184,9 @@ def canned(name, args, race_fixed_overwritten=0, backend_ignored=False, race_reu
 def run_notebook(tmp_path, shared=None, **bad):
     """The notebook's cells, on a stand-in whose runs print canned()'s lines; `lesson.requires`: what each run asked
     to import (bare.py's by the library it tries); `shared`: other processes computing on its GPU."""
+    import matplotlib.pyplot as plt
+
+    plt.close("all")  # the figures of the runs before (each test runs the notebook once or twice)
     lesson = StandIn(tmp_path, lambda file, args: canned(Path(file).stem, [str(a) for a in args], **bad), shared=shared)
     ns = run_cells(NOTEBOOK.stem, lesson)
     lesson.requires = {(f"bare {args[0]}" if Path(f).stem == "bare" else Path(f).stem): req for f, args, req in lesson.asked}
