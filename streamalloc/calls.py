@@ -16,10 +16,7 @@ the order it was enqueued; cudaStreamWaitEvent orders a stream after the event's
 wait was called; a host wait (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, a cudaEventQuery
 or cudaStreamQuery that answered cudaSuccess, cudaFree of memory from cudaMalloc) orders everything that thread
 enqueues afterwards; the legacy default stream waits for, and is waited for by, every blocking stream; an IPC
-event links the two processes that share it. Across processes, a host wait also orders what another process enqueues
-once the wait had returned: every line's "t" is read from CLOCK_MONOTONIC, one clock for every process of the machine,
-after its call returned, so a wait whose line comes before a thread's previous line had returned before that thread's
-next call began (how the news travelled, a socket message for example, the record cannot see; that it had, it can). Each operation carries a vector clock (for every stream, the last
+event links the two processes that share it. Each operation carries a vector clock (for every stream, the last
 operation on it that must finish first), so "is a before b" is one look-up.
 
 How the program is written (macros, members, lambdas, helpers, the C++ overloads) changes nothing here: every one
@@ -254,8 +251,6 @@ class Calls:
         self._streams: dict = {}  # stream -> [count, clock of its last op, blocking, pid]
         self._pending: dict = {}  # stream -> clock its next op must merge (waits since its last op)
         self._host: dict = {}  # (pid, tid) -> clock of what that thread has waited for
-        self._waited: dict = {}  # pid -> [(t, clock of what its threads had waited for by then)], in time order
-        self._last_t: dict = {}  # (pid, tid) -> "t" of that thread's previous line
         self._events: dict = {}  # event key -> clock of its most recent record
         self._event_keys: dict = {}  # (pid, event) -> key shared by the processes (IPC)
         self._capturing: dict = {}  # stream -> the stream whose capture it belongs to
@@ -267,7 +262,6 @@ class Calls:
                 section[c["pid"]] = c.get("name", "")
             c["in"] = section.get(c["pid"], "")
             try:
-                self._learn(c)
                 self._step(c)
             except (KeyError, TypeError, ValueError) as e:  # a field of its call missing, or of another type
                 self.forged.append(f"a {c['call']} line that is not the recorder's ({type(e).__name__}: {e})")
@@ -312,22 +306,6 @@ class Calls:
     def _host_waits(self, c: dict, clock: dict):
         who = (c["pid"], c["tid"])
         self._host[who] = merge(self._host.get(who, {}), clock)
-        timeline = self._waited.setdefault(c["pid"], [])
-        timeline.append((c["t"], merge(timeline[-1][1] if timeline else {}, clock)))
-
-    def _learn(self, c: dict):
-        """Before a thread's call: what other processes had waited for before its previous line (see above)."""
-        who = (c["pid"], c["tid"])
-        before = self._last_t.get(who)
-        self._last_t[who] = c["t"]
-        if before is None:
-            return
-        for pid, timeline in self._waited.items():
-            if pid == c["pid"]:
-                continue
-            known = [clock for t, clock in timeline if t < before]
-            if known:
-                self._host[who] = merge(self._host.get(who, {}), known[-1])
 
     def _device_clock(self, pid) -> dict:
         out: dict = {}

@@ -157,32 +157,6 @@ def test_ipc_events_and_pointers_link_two_processes():
     assert [(p.kind, p.use.what) for p in bad.problems()] == [("after its free", "read")]
 
 
-def test_a_host_wait_orders_another_process_once_it_had_returned():
-    """Lab 5 allows a host wait in place of the IPC events (§15.11.3: "other stream synchronization APIs may be used
-    instead of CUDA IPC events"): the exporter synchronizes after its writes and only then tells the importer (a
-    socket message the record cannot see). The record's one monotonic clock shows the wait had returned before the
-    importer's read was enqueued: ordered. A read enqueued before that wait returned is not."""
-    def processes(importer_t0):
-        exporter = record(*streams(P), alloc(P), ("cudaMemPoolExportPointer", {"ptr": BUF, "key": 7}),
-                          kernel("write", P, BUF), ("cudaStreamSynchronize", {"stream": P}), pid=1, t0=0)
-        importer = record(*streams(Q), ("cudaMemPoolImportPointer", {"ptr": "0x9000", "size": 64, "key": 7}),
-                          kernel("read", Q, "0x9000"), ("cudaFreeAsync", {"stream": Q, "ptr": "0x9000"}),
-                          ("cudaStreamSynchronize", {"stream": Q}), pid=2, t0=importer_t0)
-        exporter_end = record(("cudaEventCreate", {"event": "0xa"}), free(P), pid=1, t0=importer_t0 + 10)
-        return calls.Calls(calls.parse("\n".join(map(json.dumps, exporter + importer + exporter_end))))
-
-    ok = processes(10)  # the exporter's synchronize (t=4) came before the importer's first line
-    assert ok.before(ok.launches("write")[0], ok.launches("read")[0]) and ok.problems() == []
-    early = processes(2)  # the importer's lines at t=2, 3 (before the synchronize at 4): its read at 4 is not ordered
-    assert not early.before(early.launches("write")[0], early.launches("read")[0])
-    # a wait of another thread of the same process is not news to this one (the rule is across processes)
-    same = calls.Calls(calls.parse("\n".join(map(json.dumps, record(*streams(P, Q), kernel("write", P, BUF),
-                                                                        ("cudaStreamSynchronize", {"stream": P}), tid=1)
-                                                   + record(("cudaEventCreate", {"event": "0xb"}), kernel("read", Q, BUF),
-                                                            tid=2, t0=10)))))
-    assert not same.before(same.launches("write")[0], same.launches("read")[0])
-
-
 def test_capture_goes_into_the_graph_not_the_stream():
     dump = {"nodes": [{"id": "a", "type": 10, "ptr": BUF, "size": 64}, {"id": "k", "type": 0, "kernel": "_Z3usePf",
                                                                         "args": [BUF]},

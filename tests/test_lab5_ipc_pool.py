@@ -472,13 +472,6 @@ ANSWERS_RIGHT = {  # name: (the edit, the calls it makes where they differ from 
     "host waits with cudaEventSynchronize": (
         lambda cu: regions(cu, {0: "CHECK(cudaEventSynchronize(ready));", 3: "CHECK(cudaEventSynchronize(freed));"}),
         {"todo2": lambda I: I.event_sync(I.ready), "todo4": lambda E: E.event_sync(E.freed)}),
-    "host synchronizations before the given messages, no IPC event recorded or waited for": (
-        lambda cu: regions(cu, {2: "CHECK(cudaStreamSynchronize(s));  // write_values done before `ready` is said",
-                                0: "// the exporter synchronized before it said `ready`: nothing to wait for",
-                                1: "CHECK(cudaFreeAsync(p, s));\nCHECK(cudaStreamSynchronize(s));  // freed before `freed` is said",
-                                3: "// the importer synchronized after its free before it said `freed`"}),
-        {"todo1": lambda E: E.sync(E.s), "todo2": NOTHING, "todo3": lambda I: (I.free_async(I.p, I.s), I.sync(I.s)),
-         "todo4": NOTHING}),
     "cudaFree after the importer waited for its reads": (
         lambda cu: regions(cu, {1: "CHECK(cudaStreamSynchronize(s));\nCHECK(cudaFree(p));\n"
                                    "CHECK(cudaEventRecord(freed, s));"}),
