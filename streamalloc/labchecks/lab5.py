@@ -165,7 +165,9 @@ def one_run(rec, exp, imp, buf, p, writes, reads) -> dict:
         if not marks:
             why = ("the exporter records `ready` only where write_values is not done: before it, or on another stream "
                    "(a record marks what its own stream has enqueued so far)" if records else
-                   "the exporter never records `ready`")
+                   "the exporter never records `ready` (a host synchronization before the given message would "
+                   "order the processes too, §15.11.3, but this lab asks for the IPC events, the order its record "
+                   "can see: the messages are not in it)")
             wrong["read"] = (f"{len(late)} of {len(reads)} check_values of the importer are not ordered after the "
                              f"exporter's write_values: {why}. Record `ready` on the stream of write_values, after it "
                              f"(TODO 1)" + ("" if waits else ", and make the importer's stream wait for it (TODO 2)"))
