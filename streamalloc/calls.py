@@ -45,7 +45,8 @@ ENQUEUED = set(ordering.recorded(enqueues="stream"))  # GPU work on the stream i
 ALLOC_NODE, FREE_NODE, KERNEL_NODE = 10, 11, 0  # cudaGraphNodeTypeMemAlloc, MemFree, Kernel
 SYNCS = ordering.recorded(waits="always")
 QUERIES = ordering.recorded(waits="on success")  # a host wait where they answered cudaSuccess (the work was done)
-DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice: the one cudaMemcpy that does not make the host wait
+HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE = 1, 2, 3  # cudaMemcpyKind; device to device makes the host wait
+# for nothing, and cudaMemcpyDefault (4: the driver's cuMemcpy) may be either
 
 
 @dataclasses.dataclass(eq=False)
@@ -121,9 +122,9 @@ def kernel_name(mangled: str) -> str:
 
 def host_waits(lines) -> list[str]:
     """The calls among `lines` that made the host wait for the GPU: a synchronize, a query that answered cudaSuccess
-    (a polling loop), a cudaMemcpy other than device to device."""
+    (a polling loop), a cudaMemcpy host to device or device to host that succeeded."""
     return [c["call"] for c in lines if c["call"] in SYNCS or (c["call"] in QUERIES and c["ret"] == 0)
-            or (c["call"] == "cudaMemcpy" and c.get("kind") != DEVICE_TO_DEVICE)]
+            or (c["call"] == "cudaMemcpy" and c["ret"] == 0 and c.get("kind") in (HOST_TO_DEVICE, DEVICE_TO_HOST))]
 
 
 def merge(a: dict, b: dict) -> dict:
@@ -342,9 +343,17 @@ class Calls:
                 self._host_waits(c, self._state(self._stream(c))[1])
             elif self._events.get(self._event(c)) is not None:
                 self._host_waits(c, self._events[self._event(c)]["clock"])
-        elif call == "cudaMemcpy":  # on the legacy stream (after every blocking stream, not a non-blocking one);
-            op = self._enqueue(c, (c["pid"], "legacy"))  # the host waits for the copy and what it was ordered after
-            self._host_waits(c, op.clock)
+        elif call == "cudaMemcpy":  # on the legacy stream (after every blocking stream, not a non-blocking one)
+            op = self._enqueue(c, (c["pid"], "legacy"))
+            kind = c.get("kind")
+            # the host waits (CUDA Runtime API, "API synchronization behavior"): device to host, for the copy and what
+            # it was ordered after ("will return only once the copy has completed"); host to device, for what it was
+            # ordered after ("a stream sync is performed before the copy is initiated"; from pageable memory the DMA
+            # may still run). Device to device, or cudaMemcpyDefault (whose direction the record does not give), and a
+            # copy that failed: for nothing
+            if ok and kind in (HOST_TO_DEVICE, DEVICE_TO_HOST):
+                self._host_waits(c, op.clock if kind == DEVICE_TO_HOST else
+                                 {k: v - (k == op.stream) for k, v in op.clock.items()})
             self._use(op)
         elif call == "cudaMemset":
             self._use(self._enqueue(c, (c["pid"], "legacy")))

@@ -316,6 +316,23 @@ def test_a_synchronous_copy_waits_for_blocking_streams_only():
     assert not later.before(on_p, on_q), "the copy made the host wait for the legacy stream only"
 
 
+def test_a_copy_between_device_pointers_or_one_that_failed_makes_the_host_wait_for_nothing():
+    """CUDA Runtime API, API synchronization behavior: device to device "no host-side synchronization is performed";
+    host to device: "a stream sync is performed before the copy is initiated"; device to host: it returns "only once
+    the copy has completed". cudaMemcpyDefault (the driver's cuMemcpy) may be either, and a failed copy did nothing."""
+    blocking = ("cudaStreamCreate", {"stream": Q, "flags": 0})
+
+    def ordered(**copy):
+        fields = {"dst": "0x9", "src": BUF, "size": 64, **copy}
+        r = run(blocking, kernel("on_q", Q, BUF), ("cudaMemcpy", fields), *streams(P), kernel("after", P, BUF))
+        return r.before(r.launches("on_q")[0], r.launches("after")[0])
+
+    assert ordered(kind=2) and ordered(kind=1)
+    assert not ordered(kind=3) and not ordered(kind=4) and not ordered(kind=2, ret=1)
+    assert calls.host_waits([{"call": "cudaMemcpy", "ret": 0, "kind": 3}, {"call": "cudaMemcpy", "ret": 1, "kind": 2},
+                             {"call": "cudaMemcpy", "ret": 0, "kind": 1}]) == ["cudaMemcpy"]
+
+
 MALFORMED = {  # a line of JSON that the recorder did not write, as a program or a damaged file could leave it
     "no pid": '{"seq":9,"t":9,"tid":1,"call":"cudaDeviceSynchronize","ret":0}',
     "a time that is text": '{"seq":9,"t":"9","pid":1,"tid":1,"call":"cudaDeviceSynchronize","ret":0}',
