@@ -22,7 +22,8 @@ class Rule:
     ptr: int | None = None  # the pointer (or graph) argument the reading of the source follows
     enqueues: str = ""  # "stream": GPU work on its stream; "legacy": on the legacy default stream whatever it is given
     waits: str = ""  # the host waits: "always", "on success" (a query that answered cudaSuccess: the work was done),
-    #                  "unless device to device" (cudaMemcpy), "for cudaMalloc memory" (cudaFree)
+    #                  "host to device or device to host, on success" (cudaMemcpy: not device to device, nor
+    #                  cudaMemcpyDefault, whose direction the record does not give), "for cudaMalloc memory" (cudaFree)
     waits_for: str = ""  # what the host then waits for: "stream", "event", "device"
 
 
@@ -53,7 +54,7 @@ RULES = (
          stream=-1, ptr=0, enqueues="stream"),
     Rule("cudaFreeAsync", {"cudaFreeAsync": ("cuMemFreeAsync",)}, stream=-1, ptr=0, enqueues="stream"),
     Rule("cudaMemcpy", {"cudaMemcpy": ("cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD")}, ptr=0,
-         enqueues="legacy", waits="unless device to device", waits_for="stream"),  # the legacy one: not every stream
+         enqueues="legacy", waits="host to device or device to host, on success", waits_for="stream"),  # the legacy one: not every stream
     Rule("cudaMemcpyAsync", {"cudaMemcpyAsync": ("cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
                                                  "cuMemcpyDtoDAsync")}, stream=-1, ptr=0, enqueues="stream"),
     Rule("cudaMemset", {"cudaMemset": ("cuMemsetD8", "cuMemsetD16", "cuMemsetD32")}, ptr=0, enqueues="legacy"),

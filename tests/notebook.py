@@ -41,6 +41,11 @@ def code_cells(name: str) -> list[str]:
     return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
 
 
+def code_cell(name: str, marker: str) -> str:
+    """The text of the notebook's first code cell that contains `marker` (a test runs that one cell on its own)."""
+    return next(src for src in code_cells(name) if marker in src)
+
+
 def programs(name: str) -> dict[str, str]:
     """{file: text} of what the notebook's %%writefile cells write, as IPython writes it."""
     return {file: text for _, file, text in course.written_files(notebook(name))}

@@ -8,6 +8,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+from notebook import code_cell  # noqa: E402
 from streamalloc.lessons import sync_vs_async as story  # noqa: E402
 from streamalloc.measure import parse  # noqa: E402
 
@@ -38,13 +39,7 @@ def test_steady_says_how_many_iterations_each_run_had():
 def run_wait_checks(free_returned_early: bool, free_other_start_us: float):
     """01's cell that checks section 2, on canned lines: the control and the asynchronous calls as the guide has
     them, cudaFree as given."""
-    from pathlib import Path
-
-    import nbformat
-
-    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "01_sync_vs_async.ipynb"
-    cell = next(c.source for c in nbformat.read(str(notebook), as_version=4).cells
-                if c.cell_type == "code" and c.source.startswith("for size in WAIT_SIZES:"))
+    cell = code_cell("01_sync_vs_async", "for size in WAIT_SIZES:")
     lines = []
     for rep in range(3):
         for c in story.Waits.CALLS:

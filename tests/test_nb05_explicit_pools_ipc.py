@@ -11,7 +11,7 @@ import pytest
 
 from streamalloc import gpu, lesson, replay
 from streamalloc.lessons import explicit_pools_ipc as X
-from notebook import programs, replayed
+from notebook import code_cell, programs, replayed
 from streamalloc.measure import GiB, MiB, Records, block_size, free_memory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,10 +254,7 @@ def run_cap_cell(**cap):
     """The cell that checks the isolation and the capped pool, on canned lines (the cap's fields as given)."""
     import types
 
-    import nbformat
-
-    cell = next(c.source for c in nbformat.read(str(NOTEBOOK), as_version=4).cells
-                if c.cell_type == "code" and 'cap = recs.one(step="max_size")' in c.source)
+    cell = code_cell(NAME, 'cap = recs.one(step="max_size")')
     lines = [dict(step="isolation", bytes=BLOCK, a_reserved_after_free=BLOCK, a_reserved=BLOCK, b_reserved=BLOCK,
                   a_again_same_address=True, b_same_address=False),
              dict(dict(step="max_size", supported=True, max_size=160 * MiB, bytes=BLOCK, reserved=2 * BLOCK,
@@ -284,10 +281,7 @@ def test_the_cap_is_held_to_its_aligned_maximum_not_to_the_size_asked_for():
 def run_destroy_cell(shared=None, **destroy):
     import types
 
-    import nbformat
-
-    cell = next(c.source for c in nbformat.read(str(NOTEBOOK), as_version=4).cells
-                if c.cell_type == "code" and 'd = recs.one(step="destroy")' in c.source)
+    cell = code_cell(NAME, 'd = recs.one(step="destroy")')
     big = 4 * BLOCK
     line = dict(dict(step="destroy", bytes=big, free_before=80 * GiB, free_allocated=80 * GiB - big,
                      free_destroyed=80 * GiB - big, free_freed=80 * GiB, destroy_us=1.0, used_after_destroy=True),

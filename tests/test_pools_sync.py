@@ -1,17 +1,14 @@
 """Lesson 03's synchronization cell: what the guide says is checked, what it does not say is reported."""
-from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib
-import nbformat
 import pytest
 
 matplotlib.use("Agg")
 
 from streamalloc.lessons import pools as P  # noqa: E402
+from notebook import code_cell  # noqa: E402
 from streamalloc.measure import MiB, UINT64_MAX, Records  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 G = 2 * MiB  # the granule of the canned GPU
 SEED, HALF, SEED_T = 100 * MiB, 50 * MiB, 256 * MiB
@@ -30,8 +27,7 @@ def records(other_releases=False, zero_keeps=False):
 
 
 def run_cell(recs):
-    cell = next(c.source for c in nbformat.read(str(ROOT / "notebooks" / "03_pools.ipynb"), as_version=4).cells
-                if c.cell_type == "code" and c.source.startswith('zero, mid, seed_case, top_case = by_t["0"]'))
+    cell = code_cell("03_pools", 'zero, mid, seed_case, top_case = by_t["0"]')
     shown = []
     exec(cell, {"sync": SimpleNamespace(records=recs, label="canned GPU"), "by_t": {r["threshold_arg"]: r for r in recs},
                 "g": G, "seed_bytes": SEED, "half": HALF, "seed_threshold": SEED_T, "P": P,

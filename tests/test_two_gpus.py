@@ -5,7 +5,7 @@ import pytest
 from streamalloc import cuda, gpu, lesson, replay, verdict
 from streamalloc.errors import MissingRecording, NotYetRecorded, StaleRecording
 from labcheck import SHOWN
-from notebook import executed, programs, replayed
+from notebook import code_cell, executed, programs, replayed
 
 REF = gpu.Machine(gpu="NVIDIA H200", compute_capability="9.0", pools_supported=True, date="2026-01-01",
                    driver="580.1", driver_cuda="13.0", nvcc="13.0")
@@ -309,12 +309,9 @@ def test_the_link_sentence_for_gpus_that_are_not_peer_capable():
 def test_the_pairs_that_are_not_peer_capable_are_held_only_to_what_15_10_says_will_happen(capsys):
     """§15.10: on an empty pool a set access that succeeds means the next allocation "will fail" (asserted); on a pool
     already holding memory the set access only "may fail" (reported, whatever it answered)."""
-    import nbformat
     from streamalloc.lessons import two_gpus as T
 
-    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "05b_two_gpus.ipynb"
-    cell = next(c.source for c in nbformat.read(str(notebook), as_version=4).cells
-                if c.cell_type == "code" and "len(tries) == 2 * len(links)" in c.source)
+    cell = code_cell("05b_two_gpus", "len(tries) == 2 * len(links)")
     links = [{"device": d, "peer": p, "can_access_peer": 0, "performance_rank": 0, "native_atomic_supported": 0}
              for d, p in ((0, 1), (1, 0))]
 
@@ -335,13 +332,10 @@ def test_device_ones_reserve_across_device_zeros_synchronize_is_bounded_not_froz
     """§15.8: used and reserved are statistics of the pool that holds the allocation; device 0's work leaves device
     1's allocation (used) as it was, while its reserve, which a synchronization may trim above the threshold, is
     only held to used <= reserved."""
-    import nbformat
     from streamalloc.lessons import two_gpus as T
     from streamalloc.measure import Records
 
-    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "05b_two_gpus.ipynb"
-    cell = next(c.source for c in nbformat.read(str(notebook), as_version=4).cells
-                if c.cell_type == "code" and "start, on1, on0 = (cd.one(step=s) for s in T.STEPS)" in c.source)
+    cell = code_cell("05b_two_gpus", "start, on1, on0 = (cd.one(step=s) for s in T.STEPS)")
     mb = 1 << 20
 
     def run(on0_used1=64 * mb, on0_reserved1=80 * mb):

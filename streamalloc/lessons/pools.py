@@ -149,9 +149,14 @@ def plot_sync(records, label, nbytes):
     return fig
 
 
+def other_sync_kept(r) -> bool:
+    """Did synchronizing the idle other stream (which does not cover the free) leave the reservation as it was?"""
+    return r["reserved_other"] == r["reserved_free"]
+
+
 def sync_findings(records, g) -> list[tuple[str, object]]:
     rule = [r["reserved_sync"] == kept_at_sync(r["reserved_alloc"], r["threshold"], g) for r in records]
-    other = [r["reserved_other"] == r["reserved_free"] for r in records]
+    other = [other_sync_kept(r) for r in records]
     return [("syncs that kept exactly the whole granules under the threshold", f"{sum(rule)}/{len(rule)}"),
             ("syncs of another stream (not covering the free) that gave nothing back", f"{sum(other)}/{len(other)}"),
             ("the allocation reserved its size rounded up to granules",
@@ -160,7 +165,7 @@ def sync_findings(records, g) -> list[tuple[str, object]]:
 
 def sync_prose(by_t, g, nbytes, half, seed_threshold, gpu) -> str:
     zero, mid, seed, top = by_t["0"], by_t[str(half)], by_t[str(seed_threshold)], by_t["max"]
-    gave = [t for t, r in by_t.items() if r["reserved_other"] != r["reserved_free"]]
+    gave = [t for t, r in by_t.items() if not other_sync_kept(r)]
     other = (f"changed nothing at any threshold (reserved stayed {mib(zero['reserved_other']):g} MiB at threshold 0)"
              if not gave else f"gave memory back at {len(gave)} of {len(by_t)} thresholds (which the guide allows)")
     return (f"**As measured on the {plots.md(gpu)}.** By the freeing stream's synchronization, the pool had given unused "
